@@ -1,0 +1,53 @@
+# race_nb — the README's two commands are `make demo` and `make test`.
+# Each creates .venv when missing (idempotent), installs torch first, then the package.
+# GPU users choose another torch build:  make test TORCH_SPEC="torch==2.13.0" TORCH_INDEX=https://download.pytorch.org/whl/cu128
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+STAMP := $(VENV)/.race_nb-installed
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup demo test export clean-nbs check-export check-clean nbtest pytest lab bench
+
+setup: $(STAMP)
+
+$(STAMP): settings.ini setup.py pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name race_nb --display-name "race_nb" >/dev/null
+	@touch $(STAMP)
+	@echo "race_nb environment ready in $(VENV) (kernel: race_nb)"
+
+demo: setup
+	$(BIN)/race demo
+
+test: setup check-export check-clean nbtest pytest
+	@echo "make test: all checks passed"
+
+check-export: setup
+	@.ci/unchanged race_nb -- $(BIN)/nbdev_export
+
+check-clean: setup
+	@.ci/unchanged nbs -- $(BIN)/nbdev_clean
+
+nbtest: setup
+	$(BIN)/nbdev_test --do_print --timing
+
+pytest: setup
+	$(BIN)/python -m pytest -q tests
+
+export: setup
+	$(BIN)/nbdev_export
+	$(BIN)/nbdev_clean
+
+lab: setup
+	$(BIN)/jupyter lab nbs
+
+bench: setup
+	@echo "benchmarks are not yet available (issue: Benchmarks)"; exit 2

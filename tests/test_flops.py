@@ -1,0 +1,87 @@
+"""ModelFlops against FlopCounterMode (eager attention) and the ledger's error handling."""
+import math
+
+import pytest
+
+from race_nb.flops import (CHECKS, TINY_CHECK_CONFIGS, FlopsLedger, LoraSpec, ModelFlops, validate_flops)
+
+
+@pytest.mark.parametrize("name", sorted(TINY_CHECK_CONFIGS))
+def test_tiny_configs_match_flop_counter(name):
+    """forward, generate (KV cache), LoRA fwd+bwd and full fine-tune fwd+bwd within 1%."""
+    res = validate_flops(TINY_CHECK_CONFIGS[name], batch=3, seq_len=9, new_tokens=5)
+    assert list(res.check) == list(CHECKS)
+    assert res.ratio.between(0.99, 1.01).all(), res
+
+
+@pytest.mark.parametrize("lora,keep", [(LoraSpec(4, ("q_proj", "v_proj")), 3),
+                                       (LoraSpec(2, ("gate_proj", "up_proj", "down_proj")), 0),
+                                       (LoraSpec(8, ("o_proj",)), 4)])
+def test_partial_lora_targets_match(lora, keep):
+    """Partial adapters change which first-layer gradients autograd computes; the model follows it."""
+    res = validate_flops(TINY_CHECK_CONFIGS["gqa-untied"], lora=lora, logits_to_keep=keep, checks=("train_lora",))
+    assert res.ratio.between(0.99, 1.01).all(), res
+
+
+def test_qwen25_15b_on_meta_device():
+    """Paper scale without weights: forward and LoRA training of Qwen2.5-1.5B within 1%."""
+    res = validate_flops("qwen2.5-1.5b", lora=LoraSpec(64), batch=2, seq_len=128, logits_to_keep=64,
+                         device="meta", checks=("forward", "train_lora"))
+    assert len(res) == 2 and res.ratio.between(0.99, 1.01).all(), res
+
+
+def test_generation_costs_more_than_prefill_and_grows_with_length():
+    m = ModelFlops.from_config(TINY_CHECK_CONFIGS["gqa-untied"])
+    assert m.generate(4, 10, 1) == m.forward(4, 10, logits="last")
+    assert m.generate(4, 10, 20) > m.generate(4, 10, 10) > m.generate(4, 10, 1)
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda m: m.forward(0, 8), "batch must be a positive integer"),
+    (lambda m: m.forward(2, -3), "seq_len must be a positive integer"),
+    (lambda m: m.forward(2, 8, logits="first"), "logits must be"),
+    (lambda m: m.generate(2, 8, 0), "new_tokens must be a positive integer"),
+    (lambda m: m.train_step(2.5, 8), "batch must be a positive integer"),
+])
+def test_bad_shapes_raise_value_error(call, msg):
+    with pytest.raises(ValueError, match=msg):
+        call(ModelFlops.from_config(TINY_CHECK_CONFIGS["mha-tied"]))
+
+
+def test_config_missing_field_names_it():
+    cfg = dict(TINY_CHECK_CONFIGS["mha-tied"])
+    del cfg["intermediate_size"]
+    with pytest.raises(ValueError, match="intermediate_size"):
+        ModelFlops.from_config(cfg)
+
+
+def test_ledger_bad_input():
+    with pytest.raises(ValueError, match="budget must be a positive"):
+        FlopsLedger(budget=-1)
+    led = FlopsLedger()
+    with pytest.raises(ValueError, match="unknown component 'rollouts'"):
+        led.record(0, "rollouts", "generate", 1.0)
+    with pytest.raises(ValueError, match="cannot exceed"):
+        led.record(0, "search", "generate", 1.0, useful_flops=2.0)
+    assert len(led) == 0 and math.isnan(led.rho) and led.remaining == math.inf
+
+
+def test_ledger_roundtrip_and_budget(tmp_path):
+    m = ModelFlops.from_config(TINY_CHECK_CONFIGS["gqa-untied"], lora=LoraSpec(16))
+    led = FlopsLedger(budget=5 * m.generate(8, 12, 40))
+    step = 0
+    while not led.exhausted:
+        led.record(step, "search", "generate", m.generate(8, 12, 40), tokens=8 * 52)
+        led.record(step, "learning", "update", m.train_step(8, 52, logits=41), tokens=8 * 52)
+        step += 1
+    per_step = m.train_step(8, 52, logits=41) + m.generate(8, 12, 40)
+    assert step >= 2 and led.total - per_step < led.budget <= led.total  # stopped at the first boundary past it
+    assert led.overshoot == pytest.approx(led.total - led.budget)
+    expected = m.train_step(8, 52, logits=41) / per_step
+    assert led.rho == pytest.approx(expected)
+    back = FlopsLedger.load(led.save(tmp_path / "run" / "ledger.parquet"))
+    assert back.budget == led.budget and back.to_frame().equals(led.to_frame())
+    assert "rho" in back.compute_card()
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(Exception):
+        FlopsLedger.load(tmp_path / "bad.parquet")
