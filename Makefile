@@ -10,6 +10,7 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.race_nb-installed
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
 .PHONY: setup demo test export clean-nbs check-export check-clean nbtest pytest lab bench
 
