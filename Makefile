@@ -51,4 +51,4 @@ lab: setup
 	$(BIN)/jupyter lab nbs
 
 bench: setup
-	@echo "benchmarks are not yet available (issue: Benchmarks)"; exit 2
+	$(BIN)/python bench/run.py

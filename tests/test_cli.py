@@ -32,6 +32,12 @@ def test_flops_table_and_unknown_name():
     assert res.returncode == 1 and "qwen2.5-1.5b" in res.stderr
 
 
-def test_demo_says_not_yet_available():
-    res = run("demo")
-    assert res.returncode == 2 and "not yet available" in res.stderr
+def test_help_lists_every_command():
+    res = run("--help")
+    for cmd in ("grid", "diagnose", "report", "demo", "card", "flops"):
+        assert cmd in res.stdout
+
+
+def test_diagnose_missing_runs_is_a_clear_error(tmp_path):
+    res = run("diagnose", str(tmp_path / "nothing"))
+    assert res.returncode == 1 and "no runs folder" in res.stderr

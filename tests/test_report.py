@@ -1,0 +1,63 @@
+"""The report rendered from a micro grid with the nbconvert fallback (Quarto when it exists)."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from race_nb.grid import run_grid
+from race_nb.report import render_report, report_pages
+
+RACE = str(Path(sys.executable).with_name("race"))
+GRID = """name: reportgrid
+fixed: {n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4}
+axes:
+  model: [tiny-s]
+  arm: [n8-m8, n8-m4]
+budgets: [1.0e6, 3.0e10]
+seeds: [0]
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    (tmp / "grid.yaml").write_text(GRID)
+    return run_grid(tmp / "grid.yaml", runs_root=tmp / "runs", workers=2)  # two cells fail: budget too small
+
+
+def test_fallback_report(runs, tmp_path):
+    res = subprocess.run([RACE, "report", str(runs), "--out", str(tmp_path / "site"), "--renderer", "fallback"],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "report rendered with fallback" in res.stdout
+    site = tmp_path / "site"
+    pages = report_pages()
+    for stem, title in pages:
+        page = (site / f"{stem}.html").read_text()
+        for href in re.findall(r'<a href="([^"#:]+\.html)"', page):  # every navigation link resolves
+            assert (site / href).exists(), href
+        nb = nbformat.read(site / "_executed" / f"{stem}.ipynb", as_version=4)
+        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+        assert not errors, (stem, errors)
+        assert "def " not in page or "<pre" not in page.split("def ")[0][-50:]  # code is hidden
+    for stem in ("compute", "frontiers", "shift"):  # every figure present, embedded
+        assert 'src="data:image/png;base64,' in (site / f"{stem}.html").read_text(), stem
+    compute = (site / "compute.html").read_text()
+    assert "FAILED" in compute and "2 cell(s) not done" in compute  # failed cells shown as failed, not zeros
+    assert "ratio" in (site / "method.html").read_text()
+
+
+@pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not installed on this machine (its installer needs the internet)")
+def test_quarto_report(runs, tmp_path):
+    index, renderer = render_report(runs, tmp_path / "site", renderer="quarto")
+    assert renderer == "quarto" and index.exists()
+
+
+def test_report_errors(tmp_path):
+    res = subprocess.run([RACE, "report", str(tmp_path / "missing")], capture_output=True, text=True)
+    assert res.returncode == 1 and "no runs folder" in res.stderr
