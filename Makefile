@@ -38,7 +38,7 @@ check-clean: setup
 	@.ci/unchanged nbs -- $(BIN)/nbdev_clean
 
 nbtest: setup
-	$(BIN)/nbdev_test --do_print --timing
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/nbdev_test --do_print --timing
 
 pytest: setup
 	$(BIN)/python -m pytest -q tests
