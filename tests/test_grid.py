@@ -34,9 +34,10 @@ def done_lines(cell: Path) -> int:
     return sum(l.split()[0] in ("done", "recovered") for l in (cell / "attempts.log").read_text().splitlines())
 
 
-def test_micro_grid_runs_and_aggregates(tmp_path):
+def test_micro_grid_runs_and_aggregates(tmp_path, monkeypatch):
     t0 = time.time()
-    root = run_grid(micro(tmp_path, "micro"), runs_root=tmp_path / "runs", workers=2)
+    monkeypatch.chdir(tmp_path)
+    root = run_grid(micro(tmp_path, "micro"), runs_root="runs", workers=2)  # a relative runs root, as `race demo` uses
     df = aggregate(root)
     assert (root / "results.parquet").exists() and len(pd.read_parquet(root / "results.parquet")) == 4
     assert (df.status == "done").all(), df[["cell", "status", "error"]]
@@ -115,7 +116,7 @@ def test_bad_grid_fails_before_anything_is_written(tmp_path, text, msg):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("name,n", [("demo", 8), ("tiny", 120), ("paper", 180)])
+@pytest.mark.parametrize("name,n", [("demo", 8), ("tiny", 120), ("paper", 180), ("validation", 8)])
 def test_shipped_grids_validate(name, n):
     g = load_grid(project_root() / "grids" / f"{name}.yaml")
     assert len(g["cells"]) == n and len({c["id"] for c in g["cells"]}) == n

@@ -1,0 +1,36 @@
+"""One GRPO cell: determinism, arm errors, budget errors, realised rho of the arm table."""
+import pytest
+
+from race_nb.eval import run_cell
+from race_nb.grpo import ARMS, Arm, CellConfig, arm_for_rho, build_trainer, policy_flops, predict_rho, reward_model_flops
+
+VOLATILE = ("train_seconds", "eval_seconds", "versions", "config")
+
+
+def test_same_seed_same_metrics(tmp_path):
+    cfg = CellConfig(budget=3e10, n_eval=10, prompts_per_step=4, eval_max_new_tokens=64)
+    a, b = run_cell(cfg, tmp_path / "a"), run_cell(cfg, tmp_path / "b")
+    strip = lambda m: {k: v for k, v in m.items() if k not in VOLATILE}
+    assert strip(a) == strip(b)
+
+
+def test_budget_too_small_names_the_minimum(tmp_path):
+    with pytest.raises(ValueError, match=r"too small for one step of arm n8-m8 \(minimum [0-9.e+]+ FLOPs\)"):
+        build_trainer(CellConfig(budget=1e6), tmp_path)
+
+
+def test_arm_errors():
+    with pytest.raises(ValueError, match="cannot exceed"):
+        Arm("x", n=4, m=6)
+    with pytest.raises(ValueError, match="n must be at least 2"):
+        Arm("x", n=1, m=1)
+    for bad in (0.0, 1.0, -0.2, 3):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            arm_for_rho(bad)
+
+
+def test_arm_table_spans_rho_and_prm_lowers_it():
+    pf, prm = policy_flops("tiny-s"), reward_model_flops("prm")
+    rule = {a: predict_rho(ARMS[a], pf) for a in ARMS}
+    assert min(rule.values()) < 0.3 and max(rule.values()) > 0.85
+    assert all(predict_rho(ARMS[a], pf, prm) < rule[a] for a in ARMS)
