@@ -48,7 +48,8 @@ def test_fallback_report(runs, tmp_path):
     for stem in ("compute", "frontiers", "shift"):  # every figure present, embedded
         assert 'src="data:image/png;base64,' in (site / f"{stem}.html").read_text(), stem
     compute = (site / "compute.html").read_text()
-    assert "2 cell(s) not done" in compute and "too small" in compute  # failed cells shown as failed (with the error), not zeros
+    assert "2 cell(s) not done" in compute  # failed cells shown as failed, not zeros
+    assert "too small for one step" in compute  # with their error
     assert "ratio" in (site / "method.html").read_text()
 
 
