@@ -31,7 +31,7 @@ def runs(tmp_path_factory):
 
 
 def test_fallback_report(runs, tmp_path):
-    res = subprocess.run([RACE, "report", str(runs), "--out", str(tmp_path / "site"), "--renderer", "fallback"],
+    res = subprocess.run([RACE, "report", str(runs), "--out", str(tmp_path / "site"), "--renderer", "fallback", "--full", str(runs)],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "report rendered with fallback" in res.stdout
@@ -45,12 +45,14 @@ def test_fallback_report(runs, tmp_path):
         errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
         assert not errors, (stem, errors)
         assert "def " not in page or "<pre" not in page.split("def ")[0][-50:]  # code is hidden
-    for stem in ("compute", "frontiers", "shift"):  # every figure present, embedded
+    for stem in ("compute", "frontiers", "shift", "race"):  # every figure present, embedded
         assert 'src="data:image/png;base64,' in (site / f"{stem}.html").read_text(), stem
     compute = (site / "compute.html").read_text()
     assert "2 cell(s) not done" in compute  # failed cells shown as failed, not zeros
     assert "too small for one step" in compute  # with their error
     assert "ratio" in (site / "method.html").read_text()
+    race = (site / "race.html").read_text()
+    assert "Validated against the full-budget runs" in race and "same_regime_rate" in race  # --full reaches the RACE page
 
 
 @pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not installed on this machine (its installer needs the internet)")
