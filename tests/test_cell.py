@@ -34,3 +34,16 @@ def test_arm_table_spans_rho_and_prm_lowers_it():
     rule = {a: predict_rho(ARMS[a], pf) for a in ARMS}
     assert min(rule.values()) < 0.3 and max(rule.values()) > 0.85
     assert all(predict_rho(ARMS[a], pf, prm) < rule[a] for a in ARMS)
+
+
+def test_fast_generation_is_the_same_run(tmp_path):
+    "Same seed with trl's generate and with fast generation: the same ledger and the same rewards, and the fast path really ran."
+    runs = {}
+    for fast in (False, True):
+        tr = build_trainer(CellConfig(budget=1e15, max_steps=4, prompts_per_step=4, arm="n8-m4", fast_generation=fast), tmp_path / str(fast))
+        assert (tr.fast_reason is None) == fast, tr.fast_reason
+        tr.train()
+        runs[fast] = (tr.ledger.to_frame()[["step", "phase", "flops"]].to_dict("records"),
+                      [h["reward"] for h in tr.state.log_history if "reward" in h])
+    assert runs[False][0] == runs[True][0]
+    assert runs[False][1] == pytest.approx(runs[True][1], abs=1e-6)

@@ -116,7 +116,16 @@ def test_bad_grid_fails_before_anything_is_written(tmp_path, text, msg):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("name,n", [("demo", 8), ("tiny", 120), ("paper", 180), ("validation", 8)])
+@pytest.mark.parametrize("name,n", [("demo", 8), ("tiny", 120), ("paper", 180), ("validation", 8), ("tiny-pilot", 60)])
 def test_shipped_grids_validate(name, n):
     g = load_grid(project_root() / "grids" / f"{name}.yaml")
     assert len(g["cells"]) == n and len({c["id"] for c in g["cells"]}) == n
+
+
+def test_tiny_pilot_is_a_cheap_pilot_of_tiny():
+    "The shipped RACE pilot covers every configuration and arm of the tiny grid for at most 15% of its FLOPs."
+    pilot, full = (load_grid(project_root() / "grids" / f"{n}.yaml") for n in ("tiny-pilot", "tiny"))
+    key = lambda c: (c["params"]["model"], c["params"]["reward"], c["params"]["arm"])
+    assert {key(c) for c in pilot["cells"]} == {key(c) for c in full["cells"]}
+    share = sum(c["params"]["budget"] for c in pilot["cells"]) / sum(c["params"]["budget"] for c in full["cells"])
+    assert share <= 0.15, share
