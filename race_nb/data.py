@@ -10,9 +10,9 @@ from pathlib import Path
 from .core import check_positive, check_choice
 
 # %% auto #0
-__all__ = ['ARITH_SPECS', 'ARITH_SIZES', 'MATH_TASKS', 'HUB_DATASETS', 'DATASET_SPLITS', 'ROW_PARSERS', 'ChainSpec',
-           'solve_chain', 'chain_text', 'chain_prompt', 'parse_chain_prompt', 'arith_records', 'teacher_solution',
-           'last_boxed', 'extract_answer', 'grade', 'load_records', 'gold_check']
+__all__ = ['ARITH_SPECS', 'ARITH_SIZES', 'MATH_TASKS', 'TURN_MARKERS', 'HUB_DATASETS', 'DATASET_SPLITS', 'ROW_PARSERS',
+           'ChainSpec', 'solve_chain', 'chain_text', 'chain_prompt', 'parse_chain_prompt', 'arith_records',
+           'teacher_solution', 'last_boxed', 'extract_answer', 'end_of_turn', 'grade', 'load_records', 'gold_check']
 
 # %% ../nbs/02_data.ipynb #ff65a51f
 @dataclass(frozen=True)
@@ -142,18 +142,23 @@ def extract_answer(text: str, # a solution or completion
 
 # %% ../nbs/02_data.ipynb #b1187506
 MATH_TASKS = ("gsm8k", "math500", "polaris", "math")
+TURN_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
+
+def end_of_turn(text: str) -> str:
+    "`text` up to its first end-of-turn marker (the whole text when there is none)."
+    cut = min((i for i in (text.find(m) for m in TURN_MARKERS) if i >= 0), default=len(text))
+    return text[:cut]
 
 def grade(completion: str, # model output or gold solution
           answer: str, # reference final answer
           task: str = "math", # "arith" (exact integers) or a math dataset (math-verify)
          ) -> bool:
-    "True when the completion's final answer equals `answer`."
+    "True when the completion's final answer (within its own turn) equals `answer`."
     check_choice("task", task, ("arith",) + MATH_TASKS)
+    pred = extract_answer(end_of_turn(completion)) if isinstance(completion, str) else None
     if task == "arith":
-        pred = extract_answer(completion)
         return pred is not None and re.fullmatch(r"-?\d+", pred) is not None and int(pred) == int(answer)
     from math_verify import parse, verify
-    pred = extract_answer(completion, fallback=True)
     if pred is None: return False
     try: return bool(verify(parse(f"${answer}$"), parse(f"${pred}$")))
     except Exception: return False  # math-verify can raise on malformed LaTeX or time out: such an answer is wrong

@@ -8,18 +8,20 @@ import json, math, re, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import pandas as pd
+from fastcore.basics import patch
 from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
-__all__ = ['ATTN', 'MLP', 'LINEARS', 'REQUIRED_FIELDS', 'CHECKS', 'TINY_CHECK_CONFIGS', 'COMPONENTS', 'BUDGET_COMPONENTS',
-           'EVENT_COLUMNS', 'shipped_configs', 'load_config', 'LoraSpec', 'ModelFlops', 'per_token_table',
-           'count_flops', 'validate_flops', 'FlopsLedger']
+__all__ = ['ATTN', 'MLP', 'LINEARS', 'REQUIRED_FIELDS', 'SUPPORTED_MODEL_TYPES', 'CHECKS', 'TINY_CHECK_CONFIGS', 'COMPONENTS',
+           'BUDGET_COMPONENTS', 'EVENT_COLUMNS', 'shipped_configs', 'load_config', 'check_architecture', 'LoraSpec',
+           'ModelFlops', 'per_token_table', 'count_flops', 'validate_flops', 'FlopsLedger']
 
 # %% ../nbs/01_flops.ipynb #abfdfb4d
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
 LINEARS = ATTN + MLP
 REQUIRED_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+SUPPORTED_MODEL_TYPES = ("qwen2", "llama") # decoders whose every matrix product the formulas below count
 
 # %% ../nbs/01_flops.ipynb #0b81eb0e
 def shipped_configs() -> list[str]:
@@ -39,6 +41,17 @@ def load_config(config) -> dict:
                                     f"folder or one of the shipped names: {', '.join(shipped_configs())}")
         return json.loads(p.read_text())
     raise TypeError(f"cannot read a model config from {type(config).__name__}")
+
+# %% ../nbs/01_flops.ipynb #c4a86c7c
+def check_architecture(config: dict) -> dict:
+    "Return `config` when the ledger can count its architecture; otherwise raise a `ValueError` naming what it cannot."
+    mt, arch = config.get("model_type"), ", ".join(config.get("architectures") or []) or "no architectures field"
+    if mt is not None and mt not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(f"the FLOPs ledger cannot count model_type {mt!r} ({arch}); supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    for key, what in (("num_experts", "mixture-of-experts"), ("num_local_experts", "mixture-of-experts"),
+                      ("use_sliding_window", "sliding-window attention")):
+        if config.get(key): raise ValueError(f"the FLOPs ledger cannot count {what} ({key}={config[key]!r} in a {mt} config)")
+    return config
 
 # %% ../nbs/01_flops.ipynb #3661f22b
 @dataclass(frozen=True)
@@ -95,7 +108,7 @@ class ModelFlops:
                     head: str | None = None, # "lm", "score" or "prm"; inferred from `architectures` when None
                    ) -> ModelFlops:
         "Build from a transformers config of the Qwen2/Llama family."
-        c = load_config(config)
+        c = check_architecture(load_config(config))
         missing = [k for k in REQUIRED_FIELDS if c.get(k) is None]
         if missing: raise ValueError(f"model config is missing {', '.join(missing)} (needed to count FLOPs)")
         H = int(c["num_attention_heads"])
@@ -150,6 +163,25 @@ def _n_lora_params(self: ModelFlops) -> int:
 ModelFlops._dims, ModelFlops._lora_fwd, ModelFlops._linear_per_token = _dims, _lora_fwd, _linear_per_token
 ModelFlops._head_per_position = _head_per_position
 ModelFlops.n_params, ModelFlops.n_lora_params = property(_n_params), property(_n_lora_params)
+
+# %% ../nbs/01_flops.ipynb #cbb368d4
+def _head_of(model) -> str:
+    "Output head of a loaded model, from its class name."
+    name = type(model).__name__
+    if "ProcessRewardModel" in name: return "prm"
+    if re.search("ForSequenceClassification|ForTokenClassification", name): return "score"
+    return "lm"
+
+@patch(cls_method=True)
+def from_model(cls: ModelFlops, model, # a loaded transformers model, plain or peft-wrapped
+               lora="auto", # "auto": the model's active LoRA adapter (None without one); or a spec as in `from_config`
+              ) -> ModelFlops:
+    "FLOPs model of a loaded model from its own config and adapter."
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if lora == "auto":
+        cfgs = getattr(model, "peft_config", None) or {}
+        lora = cfgs.get(getattr(model, "active_adapter", "default")) if cfgs else None
+    return cls.from_config(base.config, lora=lora, head=_head_of(base))
 
 # %% ../nbs/01_flops.ipynb #0d1a3cb2
 def _positions(seq_len: int, logits) -> int:
@@ -321,6 +353,8 @@ TINY_CHECK_CONFIGS = {
                        num_key_value_heads=2, intermediate_size=180, vocab_size=21, tie_word_embeddings=False),
     "mha-tied": dict(model_type="qwen2", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=4, intermediate_size=128, vocab_size=50, tie_word_embeddings=True),
+    "llama-gqa": dict(model_type="llama", hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, intermediate_size=128, vocab_size=37, tie_word_embeddings=False),
     "gqa-wide-heads": dict(model_type="qwen2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                            num_key_value_heads=1, head_dim=16, intermediate_size=96, vocab_size=33, tie_word_embeddings=False),
 }

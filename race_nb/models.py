@@ -17,9 +17,10 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'ALPHABET', 'SPECIAL_TOKENS', 'MATH_SYSTEM_PROMPT', 'MODELS', 'TINY_POLICIES', 'check_alphabet',
-           'char_tokenizer', 'load_tokenizer', 'ModelEntry', 'model_entry', 'is_offline', 'resolve_weights',
-           'format_prompt', 'generate', 'pass_at_1', 'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock',
-           'tiny_model', 'warm_start', 'load_policy', 'warm_start_table']
+           'char_tokenizer', 'load_tokenizer', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'is_offline',
+           'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'generate', 'pass_at_1',
+           'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock', 'tiny_model', 'warm_start', 'torch_dtype',
+           'default_device', 'load_policy', 'warm_start_table']
 
 # %% ../nbs/03_models.ipynb #cae7af15
 ALPHABET = "0123456789+-=#:Q \n"
@@ -59,7 +60,7 @@ class ModelEntry:
     config: str # shipped architecture config (data/configs/<config>.json)
     hub_id: str | None = None # Hugging Face hub id of the weights (None: trained locally)
     tokenizer: str = "char" # "char" (race_nb's tokenizer) or "hub" (the weights' own tokenizer)
-    chat_template: str | None = None # "qwen-math": Qwen2.5-Math system prompt through the tokenizer's chat template; None: raw prompt
+    chat_template: str | None = None # "qwen-math": Qwen2.5-Math system prompt through the tokenizer's chat template; "auto": that when the tokenizer has a template; None: raw prompt
     kind: str = "policy" # "policy" or "prm"
 
 MODELS = {e.name: e for e in [
@@ -71,22 +72,39 @@ MODELS = {e.name: e for e in [
 ]}
 TINY_POLICIES = ("tiny-s", "tiny-m", "tiny-l")
 
+def is_checkpoint_ref(name) -> bool:
+    "True for a local checkpoint folder (with a config.json) or a `toy:` checkpoint reference."
+    return isinstance(name, str) and (name.startswith("toy:") or (Path(name).expanduser() / "config.json").is_file())
+
 def model_entry(name: str) -> ModelEntry:
-    "The registry entry of `name`; an unknown name lists the valid ones."
-    return MODELS[check_choice("model", name, tuple(MODELS))]
+    "The registry entry of `name`, or an entry for a local checkpoint folder / `toy:` reference; an unknown name lists the valid ones."
+    if name in MODELS: return MODELS[name]
+    if is_checkpoint_ref(name): return ModelEntry(name, name, None, "hub", "auto")
+    return MODELS[check_choice("model (a registered name, a local checkpoint folder with config.json, or toy:NAME)", name, tuple(MODELS))]
 
 def is_offline() -> bool:
     "True when `HF_HUB_OFFLINE` forbids hub downloads."
     return os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() not in ("", "0", "false", "no")
 
+def resolve_path(path, # a local folder or a `toy:NAME` reference
+                 setting: str = "model_path", # the setting that named it (for the error message)
+                ) -> str:
+    "A local checkpoint folder: `toy:NAME` is built on first use (race_nb.toy); a missing folder names the path and the setting."
+    path = str(path)
+    if path.startswith("toy:"):
+        from race_nb.toy import toy_checkpoint
+        return str(toy_checkpoint(path[4:]))
+    if not Path(path).expanduser().exists():
+        raise FileNotFoundError(f"no checkpoint at {path} (from {setting}); point {setting} at a local copy, or leave it empty to use the hub id online")
+    return str(Path(path).expanduser())
+
 def resolve_weights(name: str, # registry name
                     path=None, # local folder with weights (preferred)
                    ) -> str:
-    "Where to load `name` from: the local `path` when given, else its hub id (refused offline)."
+    "Where to load `name` from: the local `path` (or `toy:` reference) when given, else its hub id (refused offline)."
     entry = model_entry(name)
-    if path is not None:
-        if not Path(path).exists(): raise FileNotFoundError(f"no weights for {name} at {path}")
-        return str(path)
+    if path is None and is_checkpoint_ref(name): path = name
+    if path is not None: return resolve_path(path, f"model_path of {name}")
     if entry.hub_id is None: raise ValueError(f"{name} has no hub id: build it locally (warm_start) or pass a path")
     if is_offline():
         raise RuntimeError(f"HF_HUB_OFFLINE=1: cannot download {entry.hub_id} for {name}; pass path= a local copy of it")
@@ -96,9 +114,19 @@ def resolve_weights(name: str, # registry name
 def format_prompt(name: str, tokenizer, prompt: str) -> str:
     "Model input for a dataset prompt, following the registry's chat template."
     entry = model_entry(name)
-    if entry.chat_template is None: return check_alphabet(prompt) if entry.tokenizer == "char" else prompt
+    template = entry.chat_template
+    if template == "auto": template = "qwen-math" if getattr(tokenizer, "chat_template", None) else None
+    if template is None: return check_alphabet(prompt) if entry.tokenizer == "char" else prompt
     msgs = [{"role": "system", "content": MATH_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
     return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+
+def stop_token_ids(tokenizer, model=None) -> list[int]:
+    "Ids that end a completion: the tokenizer's EOS, the generation config's EOS ids and, with a chat template, `<|im_end|>`."
+    ids = [tokenizer.eos_token_id]
+    gen = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids += [gen] if isinstance(gen, int) else list(gen or [])
+    if getattr(tokenizer, "chat_template", None) and "<|im_end|>" in tokenizer.get_vocab(): ids.append(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    return sorted({i for i in ids if i is not None})
 
 # %% ../nbs/03_models.ipynb #e53480ce
 @torch.no_grad()
@@ -116,6 +144,7 @@ def generate(model, tokenizer, prompts: list[str], # model inputs (already forma
     check_positive("max_new_tokens", max_new_tokens, integer=True)
     tokenizer.padding_side = "left"
     use_fast = fast and fast_unsupported(model) is None
+    stops = stop_token_ids(tokenizer, model)
     was_training, out = model.training, []
     model.eval()
     with torch.random.fork_rng(devices=[]):
@@ -123,12 +152,12 @@ def generate(model, tokenizer, prompts: list[str], # model inputs (already forma
         for i in range(0, len(prompts), batch_size):
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
             if use_fast:
-                ids = fast_generate(model, enc["input_ids"], enc["attention_mask"], max_new_tokens, tokenizer.eos_token_id,
+                ids = fast_generate(model, enc["input_ids"], enc["attention_mask"], max_new_tokens, stops,
                                     tokenizer.pad_token_id, do_sample=not greedy, temperature=temperature, checked=True)
             else:
                 kw = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
                 ids = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                     eos_token_id=tokenizer.eos_token_id, **kw)
+                                     eos_token_id=stops, **kw)
             new = ids[:, enc["input_ids"].shape[1]:]
             if shapes is not None: shapes.append((new.shape[0], enc["input_ids"].shape[1], new.shape[1]))
             out += tokenizer.batch_decode(new, skip_special_tokens=True)
@@ -240,23 +269,39 @@ def warm_start(name: str, # tiny-s, tiny-m or tiny-l
     return final
 
 # %% ../nbs/03_models.ipynb #e3dc8bc3
-def load_policy(name: str, # registry name
-                path=None, # local weights folder (tiny: default is the warm-start cache)
-                dtype=None, # torch dtype for hub models (default: the checkpoint's)
-                attn_implementation: str | None = None, # e.g. "eager" to validate FLOPs
+def torch_dtype(dtype=None, # None/"auto": bfloat16 on CUDA, float32 on CPU; or a name ("bfloat16") or torch dtype
+                device: str = "cpu"):
+    "The torch dtype a run uses."
+    if dtype in (None, "auto"): return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+
+def default_device() -> str:
+    "cuda when a GPU is visible, else cpu."
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+def load_policy(name: str, # registry name, local checkpoint folder or toy:NAME
+                path=None, # local weights folder or toy:NAME (tiny: default is the warm-start cache)
+                dtype=None, # torch dtype (None: bfloat16 on CUDA, float32 on CPU)
+                attn_implementation: str | None = None, # e.g. "eager" to validate FLOPs, "sdpa" / "flash_attention_2" on GPUs
+                device: str | None = None, # where to put the model (default: stays on CPU)
                ):
-    "(model, tokenizer) of a registered policy, from a local path, the warm-start cache or a hub id."
+    "(model, tokenizer) of a policy, from a local path, the warm-start cache or a hub id; every stop id in its generation config."
     from transformers import AutoModelForCausalLM, AutoTokenizer
     entry = model_entry(name)
     if entry.kind != "policy": raise ValueError(f"{name} is a {entry.kind}, not a policy; load it through race_nb.rewards")
     kw = dict(attn_implementation=attn_implementation) if attn_implementation else {}
+    kw["dtype"] = torch_dtype(dtype, device or "cpu")
     if entry.tokenizer == "char":
         src = Path(path) if path is not None else warm_start(name)
-        return AutoModelForCausalLM.from_pretrained(src, **kw), load_tokenizer(src)
-    src = resolve_weights(name, path)
-    tok = AutoTokenizer.from_pretrained(src)
-    tok.padding_side = "left"
-    return AutoModelForCausalLM.from_pretrained(src, dtype=dtype or "auto", **kw), tok
+        model, tok = AutoModelForCausalLM.from_pretrained(src, **kw), load_tokenizer(src)
+    else:
+        src = resolve_weights(name, path)
+        tok = AutoTokenizer.from_pretrained(src)
+        tok.padding_side = "left"
+        model = AutoModelForCausalLM.from_pretrained(src, **kw)
+    if tok.pad_token_id is None: tok.pad_token = tok.eos_token
+    model.generation_config.eos_token_id = stop_token_ids(tok, model)
+    return (model.to(device) if device else model), tok
 
 # %% ../nbs/03_models.ipynb #10d023d5
 def warm_start_table(names=TINY_POLICIES, # tiny policies

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, re, time
 from ..core import check_choice
-from ..data import extract_answer, grade, parse_chain_prompt
+from ..data import end_of_turn, extract_answer, grade, parse_chain_prompt
 
 # %% auto #0
 __all__ = ['REGISTRY', 'STEP_RE', 'AGGREGATIONS', 'STRUCTURED_WEIGHTS', 'CALC_RE', 'completion_text', 'Reward', 'register',
@@ -22,7 +22,7 @@ def completion_text(c) -> str:
 
 class Reward:
     "Base of every reward system: checks the batch, scores each completion, charges the ledger."
-    component, phase = "reward", "rule"
+    component, phase, kind = "reward", "rule", "rule" # kind: rule, model or eval-only
     def __init__(self, name: str, # registry name, also trl's logging name
                  ledger=None, # a `FlopsLedger` to charge, or None
                 ):
@@ -34,6 +34,7 @@ class Reward:
 
     def _columns(self, prompts, completions, batch: dict) -> tuple[list, list, list, list]:
         n = len(completions)
+        if batch.get("question") is not None: prompts = batch["question"]  # the raw question, not the policy's templated prompt
         if prompts is None: prompts = [""] * n
         answers = batch.get("answer")
         if answers is None: raise ValueError(f"reward {self.name!r} needs an `answer` column in the batch")
@@ -41,7 +42,10 @@ class Reward:
         if isinstance(tasks, str): tasks = [tasks] * n
         for col, vals in (("prompts", prompts), ("answer", answers), ("task", tasks)):
             if len(vals) != n: raise ValueError(f"reward {self.name!r}: {col} has {len(vals)} entries but there are {n} completions")
-        return [completion_text(p) for p in prompts], [completion_text(c) for c in completions], list(answers), list(tasks)
+        return [completion_text(p) for p in prompts], [end_of_turn(completion_text(c)) for c in completions], list(answers), list(tasks)
+
+    def check_tasks(self, tasks) -> None:
+        "Raise before any training when this system cannot score text of one of `tasks` (rule-based systems read every task)."
 
     def __call__(self, prompts=None, completions=None, **batch) -> list[float]:
         if completions is None: raise ValueError(f"reward {self.name!r} needs completions")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random, time
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from ..core import check_choice
 from ..data import arith_records, extract_answer, parse_chain_prompt, solve_chain, chain_text
 from ..flops import ModelFlops
@@ -14,8 +15,8 @@ from ..models import ALPHABET, WarmStartConfig, warm_start, load_tokenizer, reso
 from .core import Reward, aggregate, arith_step_labels, register, AGGREGATIONS
 
 # %% auto #0
-__all__ = ['SCORER_RECIPES', 'NO_WORK', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'HFStepScorer', 'prm', 'proxy_prm',
-           'judge', 'corrupt_completion', 'step_accuracy', 'save_tiny_hf_prm']
+__all__ = ['SCORER_RECIPES', 'NO_WORK', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'HFScorer', 'hf_scorer', 'prm',
+           'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy', 'save_tiny_hf_prm']
 
 # %% ../../nbs/04_rewards.prm.ipynb #56d5b618
 SCORER_RECIPES = {
@@ -62,6 +63,13 @@ class TinyStepScorer:
             spans.append((start, len(ids)))
         return (ids, spans) if len(ids) <= self.max_len and ids and spans[0][0] > 0 else None
 
+    def check_tasks(self, tasks, name: str) -> None:
+        "Raise unless every task is the arithmetic chains this character-level scorer reads."
+        other = sorted(set(tasks) - {"arith"})
+        if other:
+            raise ValueError(f"{name}: the tiny {self.kind} scorer reads only the arithmetic alphabet and cannot score {', '.join(other)} text; "
+                             f"use the hf back-end (settings backend: hf, path: <a PRM/judge checkpoint>)")
+
     @torch.no_grad()
     def score(self, prompts: list[str], completions: list[str]) -> tuple[list, dict]:
         "Per-line scores of each completion (None when unscorable) and the work done."
@@ -85,6 +93,16 @@ class ModelReward(Reward):
     def __init__(self, name: str, scorer, how: str = "min", component: str = "reward", phase: str = "prm", ledger=None):
         super().__init__(name, ledger)
         self.scorer, self.how, self.component, self.phase = scorer, check_choice("aggregation", how, AGGREGATIONS), component, phase
+        self.kind = "model" if component == "reward" else "eval-only"
+
+    @property
+    def flops(self) -> ModelFlops:
+        "FLOPs model of the scoring model (from its own config)."
+        return self.scorer.flops
+
+    def check_tasks(self, tasks) -> None:
+        "Raise before training when the scorer cannot read one of `tasks`."
+        self.scorer.check_tasks(tasks, self.name)
 
     def step_scores(self, prompts, completions) -> list:
         "Per-line scores (None when unscorable or without a final answer), charging the ledger."
@@ -120,87 +138,147 @@ def tiny_scorer(kind: str):
     return _SCORERS[kind]
 
 # %% ../../nbs/04_rewards.prm.ipynb #1a51ecf9
-class HFStepScorer:
-    "Step scorer for Qwen2.5-Math-PRM-style models (separator token, positive-class probability per step)."
-    def __init__(self, source: str, # local folder or hub id
-                 step_separator: str = "\n\n", # how a completion is split into steps ("\n" for arithmetic chains)
-                 sep_token: str = "<extra_0>", # token placed after each step
-                 trust_remote_code: bool = False, # needed for Qwen2.5-Math-PRM-7B's custom head
-                 dtype=None, device: str | None = None,
-                ):
-        from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
-        if not Path(source).exists() and is_offline():
-            raise RuntimeError(f"HF_HUB_OFFLINE=1: cannot download {source}; pass a local path to the PRM")
-        self.tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-        cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        arch = " ".join(cfg.architectures or [])
-        cls = AutoModelForTokenClassification if "TokenClassification" in arch else AutoModel
-        kw = dict(dtype=dtype) if dtype else {}
-        self.model = cls.from_pretrained(source, trust_remote_code=trust_remote_code, attn_implementation="eager", **kw).eval()
-        if device: self.model.to(device)
-        self.sep_id = self.tok.convert_tokens_to_ids(sep_token)
-        if self.sep_id is None or self.sep_id == self.tok.unk_token_id:
-            raise ValueError(f"the PRM tokenizer at {source} has no separator token {sep_token!r}")
-        self.sep, self.step_separator = sep_token, step_separator
-        self.flops = ModelFlops.from_config(cfg.to_dict(), head="prm" if "ProcessRewardModel" in arch else "score")
+def _scorer_class(arch: str):
+    "transformers auto class and interface (step / outcome) for a reward checkpoint's architecture."
+    from transformers import AutoModel, AutoModelForSequenceClassification, AutoModelForTokenClassification
+    if "SequenceClassification" in arch: return AutoModelForSequenceClassification, "outcome"
+    if "TokenClassification" in arch: return AutoModelForTokenClassification, "step"
+    if "ProcessRewardModel" in arch: return AutoModel, "step"
+    raise ValueError(f"cannot use a {arch or 'model without architectures'} checkpoint as a reward model: "
+                     "need a token-classification / process-reward (step PRM) or sequence-classification (outcome judge) head")
 
-    def _text(self, prompt: str, completion: str) -> str | None:
+def _micro_batches(lens: list[int], max_tokens: int) -> list[list[int]]:
+    "Indices grouped (by increasing length) so that rows x longest row <= max_tokens (a longer row goes alone)."
+    out, cur = [], []
+    for i in sorted(range(len(lens)), key=lambda i: lens[i]):
+        if cur and (len(cur) + 1) * lens[i] > max_tokens: out.append(cur); cur = []
+        cur.append(i)
+    return out + ([cur] if cur else [])
+
+# %% ../../nbs/04_rewards.prm.ipynb #1eee0cdf
+class HFScorer:
+    "A Hugging Face step PRM (separator token, positive-class probability per step) or outcome judge (one score per completion)."
+    def __init__(self, source: str, # local folder or hub id
+                 step_separator: str = "\n\n", # how a completion splits into steps ("\n" for arithmetic chains)
+                 sep_token: str = "<extra_0>", # token placed after each step (step PRMs)
+                 trust_remote_code: bool = False, # needed for Qwen2.5-Math-PRM-7B's custom head
+                 dtype=None, # None: bfloat16 on CUDA, float32 on CPU
+                 device: str | None = None, # None: cuda when available, else cpu (the policy's device)
+                 attn_implementation: str | None = None, # None: transformers' default (sdpa); "eager" to check FLOPs
+                 max_batch_tokens: int = 16384, # padded tokens per forward
+                ):
+        from transformers import AutoConfig, AutoTokenizer
+        from race_nb.models import default_device, torch_dtype
+        if not Path(source).exists() and is_offline():
+            raise RuntimeError(f"HF_HUB_OFFLINE=1: cannot download {source}; pass path= a local copy of the reward model")
+        cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+        cls, self.interface = _scorer_class(" ".join(cfg.architectures or []))
+        self.device = device or default_device()
+        kw = dict(attn_implementation=attn_implementation) if attn_implementation else {}
+        self.model = cls.from_pretrained(source, trust_remote_code=trust_remote_code, dtype=torch_dtype(dtype, self.device), **kw)
+        self.model.to(self.device).eval()
+        self.tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        self.tok.padding_side = "right"
+        if self.tok.pad_token_id is None: self.tok.pad_token = self.tok.eos_token
+        if self.interface == "outcome" and self.model.config.pad_token_id is None: self.model.config.pad_token_id = self.tok.pad_token_id
+        self.sep, self.step_separator, self.max_batch_tokens = sep_token, step_separator, max_batch_tokens
+        self.sep_id = self.tok.convert_tokens_to_ids(sep_token) if self.interface == "step" else None
+        if self.interface == "step" and (self.sep_id is None or self.sep_id == self.tok.unk_token_id):
+            raise ValueError(f"the PRM tokenizer at {source} has no separator token {sep_token!r}")
+        self.flops = ModelFlops.from_model(self.model)
+        self.source = source
+
+    def check_tasks(self, tasks, name: str) -> None:
+        "Any text can be tokenized: every task is scorable."
+
+    def _text(self, question: str, completion: str) -> str | None:
+        "The conversation the reward model reads (None for an empty completion)."
         steps = [s.strip() for s in completion.split(self.step_separator) if s.strip()]
         if not steps: return None
-        body = self.sep.join(steps) + self.sep
+        body = self.sep.join(steps) + self.sep if self.interface == "step" else completion.strip()
         if getattr(self.tok, "chat_template", None):
             from race_nb.models import MATH_SYSTEM_PROMPT
-            msgs = [{"role": "system", "content": MATH_SYSTEM_PROMPT}, {"role": "user", "content": prompt},
+            msgs = [{"role": "system", "content": MATH_SYSTEM_PROMPT}, {"role": "user", "content": question},
                     {"role": "assistant", "content": body}]
             return self.tok.apply_chat_template(msgs, tokenize=False)
-        return prompt + "\n" + body
+        return question + "\n" + body
 
-    @torch.no_grad()
-    def score(self, prompts: list[str], completions: list[str]) -> tuple[list, dict]:
-        "Per-step positive-class probabilities of each completion and the work done."
-        texts = [self._text(p, c) for p, c in zip(prompts, completions)]
-        todo, out = [i for i, t in enumerate(texts) if t is not None], [None] * len(completions)
-        if not todo: return out, dict(NO_WORK)
-        self.tok.padding_side = "right"
-        enc = self.tok([texts[i] for i in todo], return_tensors="pt", padding=True).to(self.model.device)
-        logits = self.model(**enc)[0]
-        probs = torch.softmax(logits.float(), -1)[..., 1]
-        for row, i in enumerate(todo):
-            out[i] = probs[row][enc["input_ids"][row] == self.sep_id].tolist()
-        return out, _work(self.flops, enc["attention_mask"].sum(1).tolist(), enc["input_ids"].shape[1])
+# %% ../../nbs/04_rewards.prm.ipynb #39240cf3
+@patch
+@torch.no_grad()
+def score(self: HFScorer, prompts: list[str], # raw questions
+          completions: list[str]) -> tuple[list, dict]:
+    "Per-step (PRM) or single (judge) scores of each completion, and the work done over every micro-batch."
+    texts = [self._text(p, c) for p, c in zip(prompts, completions)]
+    todo, out = [i for i, t in enumerate(texts) if t is not None], [None] * len(completions)
+    work = dict(NO_WORK)
+    if not todo: return out, work
+    ids = self.tok([texts[i] for i in todo], add_special_tokens=False)["input_ids"]
+    for group in _micro_batches([len(x) for x in ids], self.max_batch_tokens):
+        enc = self.tok.pad({"input_ids": [ids[g] for g in group]}, return_tensors="pt").to(self.device)
+        logits = self.model(**enc)[0].float()
+        if self.interface == "step":
+            probs = torch.softmax(logits, -1)[..., 1]
+            for row, g in enumerate(group): out[todo[g]] = probs[row][enc["input_ids"][row] == self.sep_id].tolist()
+        else:
+            s = torch.sigmoid(logits[:, 0]) if logits.shape[-1] == 1 else torch.softmax(logits, -1)[:, 1]
+            for row, g in enumerate(group): out[todo[g]] = [float(s[row])]
+        w = _work(self.flops, enc["attention_mask"].sum(1).tolist(), enc["input_ids"].shape[1])
+        work = {k: work[k] + w[k] for k in work}
+    return out, work
 
 # %% ../../nbs/04_rewards.prm.ipynb #b85a76f9
-def _scorer(kind: str, backend: str, path, hub_id, step_separator, trust_remote_code):
+_HF_SCORERS: dict = {}
+
+def hf_scorer(source: str, **settings) -> HFScorer:
+    "The process-wide `HFScorer` of `source` with `settings` (loaded once, reused by every reward and evaluation)."
+    key = (source, tuple(sorted((k, str(v)) for k, v in settings.items())))
+    if key not in _HF_SCORERS: _HF_SCORERS[key] = HFScorer(source, **settings)
+    return _HF_SCORERS[key]
+
+def _scorer(kind: str, backend: str, path, hub_id, **settings):
+    "The scorer of a model-based system: the tiny one, or an hf checkpoint from `path` (local or toy:NAME) or `hub_id`."
+    from race_nb.models import resolve_path
     check_choice(f"{kind} backend", backend, ("tiny", "hf"))
     if backend == "tiny": return tiny_scorer(kind)
-    if path is None and hub_id is None: raise ValueError(f"the hf back-end of {kind} needs path= (local folder) or hub_id=")
-    src = str(path) if path is not None else hub_id
-    if path is not None and not Path(path).exists(): raise FileNotFoundError(f"no PRM at {path}")
-    return HFStepScorer(src, step_separator=step_separator, trust_remote_code=trust_remote_code)
+    if path is None and hub_id is None: raise ValueError(f"the hf back-end of {kind} needs path= (local folder or toy:NAME) or hub_id=")
+    src = resolve_path(path, f"{kind} path") if path is not None else hub_id
+    return hf_scorer(src, **settings)
+
+def _hf_settings(step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens) -> dict:
+    return dict(step_separator=step_separator, trust_remote_code=trust_remote_code, dtype=dtype, device=device,
+                attn_implementation=attn_implementation, max_batch_tokens=max_batch_tokens)
 
 @register("prm")
-def prm(backend: str = "tiny", # "tiny" (trained here) or "hf" (Qwen2.5-Math-PRM-style model)
-        path=None, # local folder of an hf PRM
+def prm(backend: str = "tiny", # "tiny" (trained here) or "hf" (a Qwen2.5-Math-PRM-style checkpoint)
+        path=None, # local folder (or toy:NAME) of an hf PRM
         hub_id: str | None = None, # hub id of an hf PRM, e.g. "Qwen/Qwen2.5-Math-PRM-7B" (online only)
         how: str = "min", # step aggregation
-        step_separator: str = "\n\n", # hf back-end: how completions split into steps
-        trust_remote_code: bool = False, # hf back-end: allow the model's own code
+        step_separator: str = "\n\n", # hf: how completions split into steps
+        trust_remote_code: bool = False, # hf: allow the model's own code (Qwen2.5-Math-PRM-7B needs it)
+        dtype=None, device=None, attn_implementation=None, # hf: where and how the model runs (default: the policy's device)
+        max_batch_tokens: int = 16384, # hf: padded tokens per forward
        ) -> Reward:
     "Process reward model feedback."
-    return ModelReward("prm", _scorer("prm", backend, path, hub_id, step_separator, trust_remote_code), how)
+    return ModelReward("prm", _scorer("prm", backend, path, hub_id, **_hf_settings(
+        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how)
 
 @register("proxy_prm")
-def proxy_prm(how: str = "min" # step aggregation
+def proxy_prm(backend: str = "tiny", path=None, hub_id: str | None = None, how: str = "min", step_separator: str = "\n\n",
+              trust_remote_code: bool = False, dtype=None, device=None, attn_implementation=None, max_batch_tokens: int = 16384,
              ) -> Reward:
-    "A cheaper, noisier learned step signal."
-    return ModelReward("proxy_prm", tiny_scorer("proxy_prm"), how)
+    "A cheaper, noisier learned step signal (settings as `prm`)."
+    return ModelReward("proxy_prm", _scorer("proxy_prm", backend, path, hub_id, **_hf_settings(
+        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how)
 
 @register("judge")
 def judge(backend: str = "tiny", path=None, hub_id: str | None = None,
-          how: str = "mean", # mean step quality (padded with 0 for missing steps)
-          step_separator: str = "\n\n", trust_remote_code: bool = False) -> Reward:
-    "The common judge: one fixed process-quality scorer for every run's evaluation samples (charged to `eval`)."
-    return ModelReward("judge", _scorer("judge", backend, path, hub_id, step_separator, trust_remote_code), how,
+          how: str = "mean", # mean step quality (padded with 0 for missing steps); one score for an outcome judge
+          step_separator: str = "\n\n", trust_remote_code: bool = False, dtype=None, device=None, attn_implementation=None,
+          max_batch_tokens: int = 16384) -> Reward:
+    "The common judge: one fixed scorer for every run's evaluation samples (charged to `eval`; settings as `prm`)."
+    return ModelReward("judge", _scorer("judge", backend, path, hub_id, **_hf_settings(
+        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how,
                        component="eval", phase="judge")
 
 # %% ../../nbs/04_rewards.prm.ipynb #3a8b5ee4
