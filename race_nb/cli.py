@@ -25,6 +25,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     run.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
     run.add_argument("--cluster", default=None, help="submitit cluster (slurm executor; 'local' runs jobs locally)")
+    run.add_argument("--min-cycles", type=float, default=5, help="refuse cells whose budget buys fewer generation cycles (default 5)")
+    plan = grid.add_parser("plan", help="what each cell's budget buys, before anything runs")
+    plan.add_argument("grid", help="grid YAML file")
+    plan.add_argument("--prompt-len", type=int, default=None, help="padded prompt tokens (default: 16 for arith, 256 otherwise)")
+    plan.add_argument("--peak", type=float, default=989e12, help="accelerator peak FLOP/s for the time estimate (default: H100 bf16 dense)")
+    plan.add_argument("--mfu", type=float, default=0.25, help="sustained fraction of the peak assumed (default 0.25)")
     for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet")):
         g = grid.add_parser(name, help=hlp)
         g.add_argument("runs_dir", help="a grid's runs folder, e.g. runs/demo")
@@ -92,9 +98,15 @@ def main(argv: list[str] | None = None) -> int:
             names = args.names or shipped_configs()
             print(per_token_table(names, context=args.context).to_string(float_format=lambda x: f"{x:.4g}"))
         elif args.command == "grid":
-            from race_nb.grid import aggregate, grid_status, run_grid
+            from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan
+            if args.grid_command == "plan":
+                plan = plan_grid(args.grid, args.prompt_len, args.peak, args.mfu)
+                print(format_plan(plan))
+                print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
+                      f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {args.mfu:.0%} of {args.peak:.3g} FLOP/s (an estimate)")
+                return 0
             if args.grid_command == "run":
-                root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster)
+                root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, min_cycles=args.min_cycles)
                 st = grid_status(root)
                 print(st.status.value_counts().to_string())
                 return 0 if (st.status == "done").all() else 1

@@ -34,7 +34,8 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
              step: int = 0, # step number recorded with the eval events
             ) -> dict:
     "All targets of a policy: native reward, pass@1 on eval_id and eval_ood, judge score."
-    mf = policy_flops(cfg.model, cfg.lora_r)  # every registered model has a shipped architecture config
+    from race_nb.flops import ModelFlops
+    mf = ModelFlops.from_model(model)  # the loaded checkpoint (with its adapter, when trained), counted from itself
     out, t0 = {}, time.time()
     sets = {k: _dataset(spec, cfg.data_dir, n=cfg.n_eval) for k, spec in (("id", cfg.eval_id), ("ood", cfg.eval_ood))}
     prompts = {k: [format_prompt(cfg.model, tok, r["prompt"]) for r in recs] for k, recs in sets.items()}
@@ -43,9 +44,11 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
     for k, recs in sets.items():
         out[f"pass1_{k}"] = sum(grade(c, r["answer"], r["task"]) for c, r in zip(greedy[k], recs)) / len(recs)
     sampled = _generate_charged(model, tok, prompts["id"], ledger, step, mf, "sampled_id", greedy=False, seed=cfg.seed + 1, **kw)
-    cols = dict(answer=[r["answer"] for r in sets["id"]], task=[r["task"] for r in sets["id"]])
-    for name, settings, comps, key in ((cfg.reward, cfg.reward_settings, sampled, "native_reward"), ("judge", {}, greedy["id"], "judge")):
+    cols = dict(answer=[r["answer"] for r in sets["id"]], task=[r["task"] for r in sets["id"]], question=[r["prompt"] for r in sets["id"]])
+    for name, settings, comps, key in ((cfg.reward, cfg.reward_settings, sampled, "native_reward"),
+                                       ("judge", cfg.judge_settings, greedy["id"], "judge")):
         r = make_reward(name, **settings)
+        r.check_tasks(set(cols["task"]))
         r.ledger, r.component, r.step = ledger, "eval", step
         out[key] = sum(r(prompts["id"], comps, **cols)) / len(comps)
     out["eval_seconds"] = time.time() - t0
@@ -55,7 +58,7 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
 # %% ../nbs/06_eval.ipynb #cb25e7e9
 def warm_baseline(cfg: CellConfig) -> dict:
     "Targets of the un-post-trained policy (cached)."
-    keys = ("model", "model_path", "reward", "reward_settings", "eval_id", "eval_ood", "n_eval", "eval_max_new_tokens", "seed")
+    keys = ("model", "model_path", "reward", "reward_settings", "judge_settings", "eval_id", "eval_ood", "n_eval", "eval_max_new_tokens", "seed")
     spec = {k: getattr(cfg, k) for k in keys}
     if cfg.model.startswith("tiny") and not cfg.model_path:
         from race_nb.models import warm_start
@@ -63,7 +66,10 @@ def warm_baseline(cfg: CellConfig) -> dict:
     path = cache_dir() / "baselines" / f"{cfg.model}-{artifact_key(spec)}.json"
     with file_lock(path.with_suffix(".lock")):
         if path.exists(): return json.loads(path.read_text())
-        model, tok = load_policy(cfg.model, cfg.model_path, attn_implementation="eager")
+        from race_nb.models import default_device
+        device = default_device()  # evaluated where the cell trains (bf16 on a GPU)
+        model, tok = load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, device=device,
+                                 attn_implementation=cfg.attn_implementation or ("eager" if device == "cpu" else None))
         res = evaluate(model, tok, cfg)
         path.write_text(json.dumps(res))
     return res

@@ -44,6 +44,8 @@ def fast_unsupported(model, **gen) -> str | None:
             if any(not isinstance(d, torch.nn.Identity) and d.p > 0 for d in mod.lora_dropout.values()): return "LoRA dropout > 0"
             if getattr(mod, "lora_bias", {}) and any(mod.lora_bias.values()): return "LoRA bias"
             if len(mod.active_adapters) > 1: return "several active adapters"
+    dtypes = {str(p.dtype).replace("torch.", "") for p in m.parameters()}
+    if dtypes != {"float32"}: return f"{'/'.join(sorted(dtypes))} weights (fast generation is checked against generate in float32 only)"
     if (gen.get("top_k") or 0) > 0: return "top_k sampling"
     if gen.get("top_p") not in (None, 1.0): return "top_p sampling"
     if gen.get("min_p") is not None: return "min_p sampling"

@@ -288,10 +288,15 @@ def per_token_table(names=("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-
     return pd.DataFrame(rows).set_index("model")
 
 # %% ../nbs/01_flops.ipynb #76a9b377
+def _inplace_addmm_flop(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    "FLOPs of `acc.addmm_(a, b)`: the product only, as FlopCounterMode counts `addmm`."
+    return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+
 def count_flops(fn, *args, **kwargs) -> tuple:
-    "Run `fn(*args, **kwargs)` under `FlopCounterMode`; return (result, FLOPs counted)."
+    "Run `fn(*args, **kwargs)` under `FlopCounterMode` (in-place `addmm_` counted too); return (result, FLOPs counted)."
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
-    with FlopCounterMode(display=False) as fc: out = fn(*args, **kwargs)
+    with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.addmm_: _inplace_addmm_flop}) as fc: out = fn(*args, **kwargs)
     return out, float(fc.get_total_flops())
 
 # %% ../nbs/01_flops.ipynb #65432761

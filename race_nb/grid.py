@@ -16,8 +16,8 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'STATUSES', 'TEMPLATE', 'METRIC_COLUMNS', 'GridError', 'load_grid', 'cell_id',
-           'write_atomic', 'read_status', 'set_status', 'valid_metrics', 'cell_lock', 'template_path', 'run_one_cell',
-           'cell_threads', 'run_grid', 'grid_status', 'aggregate']
+           'plan_grid', 'format_plan', 'write_atomic', 'read_status', 'set_status', 'valid_metrics', 'cell_lock',
+           'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "fixed", "axes", "budgets", "seeds")
@@ -42,13 +42,14 @@ def _key_lines(text: str) -> dict:
 # %% ../nbs/07_grid.ipynb #0501b0bc
 def _check_values(key: str, values: list, fail):
     "Check the values of a model, reward or arm axis against the registries."
-    from race_nb.models import MODELS
+    from race_nb.models import MODELS, is_checkpoint_ref
     from race_nb.rewards.core import REGISTRY
     import race_nb.rewards.prm  # noqa: F401 (registers the model-based rewards)
     valid = {"model": MODELS, "reward": {k for k in REGISTRY if k != "judge"}, "arm": ARMS}.get(key)
     if valid is None: return
     for v in values:
-        if v not in valid: fail(key, f"unknown {key} {v!r}; valid: {', '.join(sorted(valid))}")
+        if v not in valid and not (key == "model" and is_checkpoint_ref(v)):
+            fail(key, f"unknown {key} {v!r}; valid: {', '.join(sorted(valid))}" + (", a checkpoint folder or toy:NAME" if key == "model" else ""))
 
 def load_grid(path) -> dict:
     "Parse and validate a grid file; raise `GridError` naming what is wrong and where."
@@ -99,11 +100,13 @@ def _resolve(g: dict, fail) -> list[dict]:
     "Resolved parameters of every cell."
     fixed, axes = dict(g.get("fixed") or {}), g["axes"]
     per_reward = fixed.pop("reward_settings", None) or {}
+    paths = fixed.pop("model_path", None)  # one path for every cell, or {model: path}
     keys = list(axes)
     cells = []
     for combo in itertools.product(*(axes[k] for k in keys), g["budgets"], g["seeds"]):
         d = {**fixed, **dict(zip(keys, combo[:-2])), "budget": float(combo[-2]), "seed": combo[-1]}
         d["reward_settings"] = dict(per_reward.get(d.get("reward", "sparse"), {})) if isinstance(per_reward, dict) else {}
+        if "model_path" not in d: d["model_path"] = paths.get(d.get("model", "tiny-s")) if isinstance(paths, dict) else paths
         try:
             cfg = CellConfig.from_dict(d)
             arm = cfg.resolved_arm()
@@ -115,6 +118,39 @@ def _resolve(g: dict, fail) -> list[dict]:
     ids = [c["id"] for c in cells]
     if len(set(ids)) != len(ids): fail("axes", "two cells resolve to the same parameters (duplicate axis values?)")
     return cells
+
+# %% ../nbs/07_grid.ipynb #1c166060
+def plan_grid(grid, # grid YAML path or a `load_grid` result
+              prompt_len: int | None = None, # padded prompt tokens (None: 16 for arith, 256 otherwise)
+              peak: float = 989e12, # accelerator peak FLOP/s (default: H100 SXM, bf16 dense)
+              mfu: float = 0.25, # sustained fraction of the peak assumed for the time estimate
+             ) -> "pd.DataFrame":
+    "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens) and an estimated GPU time."
+    import pandas as pd
+    from race_nb.grpo import arm_flops, policy_flops, reward_model_flops
+    g = load_grid(grid) if not isinstance(grid, dict) else grid
+    rows, cache = [], {}
+    for c in g["cells"]:
+        cfg = CellConfig.from_dict(c["params"])
+        arm, P = cfg.resolved_arm(), prompt_len or (16 if cfg.train_data.startswith("arith") else 256)
+        key = (cfg.model, cfg.model_path, cfg.lora_r, cfg.reward, json.dumps(cfg.reward_settings, sort_keys=True))
+        if key not in cache: cache[key] = (policy_flops(cfg.model, cfg.lora_r, cfg.model_path), reward_model_flops(cfg.reward, cfg.reward_settings))
+        f = arm_flops(arm, *cache[key], cfg.prompts_per_step, P, cfg.max_completion_length)
+        per_cycle, cycles = sum(f.values()), cfg.budget / sum(f.values())
+        rows.append(dict(cell=c["id"], model=cfg.model, reward=cfg.reward, arm=arm.name, budget=cfg.budget, seed=cfg.seed,
+                         cycle_flops=per_cycle, cycles=cycles, optimizer_steps=cycles * arm.mu,
+                         rollouts=cycles * cfg.prompts_per_step * arm.n, generated_tokens=cycles * cfg.prompts_per_step * arm.n * cfg.max_completion_length,
+                         trained_tokens=cycles * arm.mu * cfg.prompts_per_step * arm.m * (P + cfg.max_completion_length),
+                         rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / (peak * mfu) / 3600))
+    return pd.DataFrame(rows)
+
+def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:
+    "The plan as a table for people (one row per model, reward, arm and budget; seeds folded unless `seeds`)."
+    cols = ["model", "reward", "arm", "budget"] + (["seed"] if seeds else [])
+    t = plan.groupby(cols, sort=False)[["cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho", "gpu_hours"]].first()
+    fmt = dict(cycles="{:.1f}", optimizer_steps="{:.1f}", rollouts="{:.0f}", generated_tokens="{:.2e}", trained_tokens="{:.2e}",
+               rho="{:.2f}", gpu_hours="{:.2f}")
+    return t.reset_index().to_string(index=False, formatters={k: v.format for k, v in fmt.items()} | {"budget": "{:.2e}".format})
 
 # %% ../nbs/07_grid.ipynb #3c6f457c
 STATUSES = ("pending", "running", "done", "failed")
@@ -167,8 +203,8 @@ def template_path() -> Path:
     return p
 
 def _papermill_params(params: dict, cell_dir: Path) -> dict:
-    none_to_empty = {k: ("" if v is None else v) for k, v in params.items() if k != "max_steps"}
-    return {**none_to_empty, "output_dir": str(cell_dir)}
+    "The template reads the cell's params.yaml: one source of truth, no per-field parameters."
+    return {"params_file": str(cell_dir / "params.yaml"), "output_dir": str(cell_dir)}
 
 def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None) -> str:
     "Run one cell unless it is done (or failed and not retried); return its final status."
@@ -244,11 +280,16 @@ def run_grid(grid_path, # grid YAML
              retry_failed: bool = False, # run failed cells again
              cluster: str | None = None, # submitit cluster (None: auto; "local" for a local test)
              slurm: dict | None = None, # submitit parameters (partition, gpus_per_node, timeout_min, ...)
+             min_cycles: float = 5, # refuse a grid whose cells buy fewer generation cycles (at full completion length)
             ) -> Path:
     "Run every cell of a grid that is not done; return the grid's runs folder."
     from race_nb.core import check_choice
     check_choice("executor", executor, ("local", "slurm"))
     g = load_grid(grid_path)
+    plan = plan_grid(g)
+    if (plan.cycles < min_cycles).any():
+        raise GridError(f"{grid_path}: {(plan.cycles < min_cycles).sum()} cell(s) buy fewer than {min_cycles:g} generation cycles; "
+                        f"raise their budgets (or pass min_cycles / --min-cycles):\n{format_plan(plan[plan.cycles < min_cycles])}")
     root = Path(runs_root).resolve() / g["name"]
     root.mkdir(parents=True, exist_ok=True)
     write_atomic(root / "grid.yaml", Path(grid_path).read_text())

@@ -52,15 +52,29 @@ ARMS = load_arms()
 DEFAULT_ARM = "n8-m8" # trl's defaults: num_generations=8, num_iterations=1, beta=0
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
-def reward_model_flops(reward: str) -> ModelFlops | None:
-    "The FLOPs model of a registered reward system's scorer at the tiny scale (None for rule-based rewards)."
+def reward_model_flops(reward: str, # reward system
+                       settings: dict | None = None, # its settings (hf back-end: path / hub_id of the checkpoint)
+                      ) -> ModelFlops | None:
+    "FLOPs model of a reward system's scoring model, from the checkpoint it will load (None for rule-based rewards)."
     from race_nb.rewards.prm import SCORER_RECIPES
-    return ModelFlops.from_config(SCORER_RECIPES[reward]["arch"]) if reward in ("prm", "proxy_prm") else None
+    from race_nb.models import MODELS, resolve_path
+    if reward not in ("prm", "proxy_prm"): return None
+    s = settings or {}
+    if s.get("backend", "tiny") != "hf": return ModelFlops.from_config(SCORER_RECIPES[reward]["arch"])
+    if s.get("path"): return ModelFlops.from_config(resolve_path(s["path"], f"reward_settings.{reward}.path"))
+    shipped = {e.hub_id: e.config for e in MODELS.values() if e.hub_id}
+    if s.get("hub_id") in shipped: return ModelFlops.from_config(shipped[s["hub_id"]])
+    from transformers import AutoConfig
+    return ModelFlops.from_config(AutoConfig.from_pretrained(s["hub_id"], trust_remote_code=bool(s.get("trust_remote_code"))))
 
-def policy_flops(model: str, lora_r: int = 16) -> ModelFlops:
-    "FLOPs model of a registered policy with race_nb's LoRA adapter (all seven linear layers)."
-    from race_nb.models import model_entry
-    return ModelFlops.from_config(model_entry(model).config, lora=LoraSpec(lora_r, LINEARS))
+def policy_flops(model: str, # registered name, local checkpoint folder or toy:NAME
+                 lora_r: int = 16, # LoRA rank (all seven linear layers)
+                 path=None, # the checkpoint the run loads (its own config.json is counted)
+                ) -> ModelFlops:
+    "FLOPs model of a policy with race_nb's LoRA adapter, from the checkpoint's own config when one is given."
+    from race_nb.models import model_entry, resolve_weights, is_checkpoint_ref
+    src = resolve_weights(model, path) if (path or is_checkpoint_ref(model)) else model_entry(model).config
+    return ModelFlops.from_config(src, lora=LoraSpec(lora_r, LINEARS))
 
 def arm_flops(arm: Arm, policy: ModelFlops, # the policy (with its LoRA spec)
               reward: ModelFlops | None = None, # reward model, None for rule-based rewards
@@ -170,12 +184,12 @@ def _fast_completions(tr, prompt_ids: list[list[int]]) -> tuple:
 class LedgerGRPOTrainer(GRPOTrainer):
     "trl's GRPOTrainer, recording what it executes in a FlopsLedger, with PODS down-sampling to `keep` rollouts."
     def __init__(self, *args, ledger: FlopsLedger, # where FLOPs are recorded (its budget stops training)
-                 policy_flops: ModelFlops, # FLOPs model of the policy with its LoRA spec
+                 policy_flops: ModelFlops | None = None, # FLOPs model of the policy (default: from the loaded model and its adapter)
                  keep: int | None = None, # rollouts kept per group (default: all)
                  fast_generation: bool = True, # sample rollouts with `fast_generate` where it reproduces trl's generate
                  **kwargs):
         super().__init__(*args, **kwargs)
-        self.ledger, self.policy_flops = ledger, policy_flops
+        self.ledger, self.policy_flops = ledger, policy_flops or ModelFlops.from_model(self.model)
         self.fast_reason = _fast_reason(self) if fast_generation else "disabled"
         if fast_generation and self.fast_reason: log.info("fast generation off (%s): using trl's generate", self.fast_reason)
         self.keep = keep or self.num_generations
@@ -252,7 +266,10 @@ def _compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, 
         (B, P), C = inputs["prompt_ids"].shape, inputs["completion_ids"].shape[1]
         hp = self._head_positions(B, P + C, inputs["completion_mask"])
         useful = int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
-        self._pending_update = dict(flops=self.policy_flops.train_step(B, P + C, head_positions=hp, head_recompute=True),
+        mf, gc = self.policy_flops, bool(self.args.gradient_checkpointing)
+        flops = mf.train_step(B, P + C, head_positions=hp, head_recompute=True, input_grads=gc and mf.lora is not None)
+        if gc: flops += mf.forward(B, P + C, head_positions=0)  # checkpointed layers run their forward again in backward
+        self._pending_update = dict(flops=flops,
                                     tokens=B * (P + C), useful_tokens=useful)
     return GRPOTrainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
 
@@ -275,8 +292,8 @@ LedgerGRPOTrainer.training_step = _training_step
 @dataclass
 class CellConfig:
     "Parameters of one grid cell: one GRPO run of one policy, reward system and arm under a FLOP budget."
-    model: str = "tiny-s" # registered policy
-    model_path: str | None = None # local weights (paper scale); tiny policies come from the warm-start cache
+    model: str = "tiny-s" # registered policy, local checkpoint folder or toy:NAME
+    model_path: str | None = None # local weights or toy:NAME (paper scale); tiny policies come from the warm-start cache
     reward: str = "sparse" # reward system
     reward_settings: dict = field(default_factory=dict) # settings passed to make_reward
     arm: str | None = DEFAULT_ARM # named arm (None: pick by target_rho)
@@ -297,6 +314,13 @@ class CellConfig:
     temperature: float = 1.0 # sampling temperature
     max_steps: int = 100000 # safety cap; the budget stops training
     fast_generation: bool = True # sample rollouts with race_nb.fastgen where it reproduces trl's generate
+    judge_settings: dict = field(default_factory=dict) # settings of the common judge (hf back-end at paper scale)
+    micro_batches: int = 1 # gradient accumulation: micro-batches per generation batch (one optimizer step per pass)
+    gradient_checkpointing: bool = False # recompute activations in backward (charged to learning)
+    attn_implementation: str | None = None # None: eager on CPU (FlopCounterMode counts it), transformers' default (SDPA) on GPU
+    dtype: str = "auto" # auto: bfloat16 on CUDA, float32 on CPU
+    use_vllm: bool = False # trl's vLLM generation (GPU; charged by the same formula)
+    vllm_mode: str = "colocate" # trl's vllm_mode when use_vllm
 
     def resolved_arm(self) -> Arm:
         "The arm this cell runs."
@@ -328,23 +352,30 @@ def _dataset(spec: str, data_dir=None, n: int | None = None, seed: int = 0) -> l
     name, _, split = spec.partition(":")
     return load_records(name, split, data_dir=data_dir, n=n, seed=seed)
 
+def _task(spec: str) -> str:
+    "The grading task of a dataset spec (arith, gsm8k, math500, polaris)."
+    return spec.partition(":")[0]
+
 def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
-    "trl's GRPOConfig for a cell: one optimizer step per update pass over the whole kept batch."
+    "trl's GRPOConfig for a cell: one optimizer step per update pass over the whole kept batch, in `micro_batches` micro-batches."
     cuda = torch.cuda.is_available()
-    batch = cfg.prompts_per_step * arm.n
+    batch, kept, G = cfg.prompts_per_step * arm.n, cfg.prompts_per_step * arm.m, check_positive("micro_batches", cfg.micro_batches, integer=True)
+    if batch % G or kept % G:
+        raise ValueError(f"micro_batches={G} must divide the generation batch ({batch} rollouts) and the kept batch ({kept}) of arm {arm.name}")
+    vllm = dict(use_vllm=True, vllm_mode=check_choice("vllm_mode", cfg.vllm_mode, ("colocate", "server"))) if cfg.use_vllm else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return GRPOConfig(
-            output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, use_cpu=not cuda, bf16=cuda,
-            gradient_checkpointing=False, report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
-            per_device_train_batch_size=batch, gradient_accumulation_steps=1, steps_per_generation=1,
+            output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, use_cpu=not cuda, bf16=cuda and cfg.dtype != "float32",
+            gradient_checkpointing=cfg.gradient_checkpointing, report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
+            per_device_train_batch_size=batch // G, gradient_accumulation_steps=G, steps_per_generation=G, **vllm,
             num_generations=arm.n, num_iterations=arm.mu, beta=arm.beta, max_completion_length=cfg.max_completion_length,
             temperature=cfg.temperature, learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
             max_steps=cfg.max_steps, dataloader_num_workers=0, remove_unused_columns=False)
 
 def min_budget(cfg: CellConfig, arm: Arm, prompt_len: int = 16) -> float:
     "FLOPs of one generation cycle at full completion length: the smallest budget that can run a step."
-    return sum(arm_flops(arm, policy_flops(cfg.model, cfg.lora_r), reward_model_flops(cfg.reward),
+    return sum(arm_flops(arm, policy_flops(cfg.model, cfg.lora_r, cfg.model_path), reward_model_flops(cfg.reward, cfg.reward_settings),
                          cfg.prompts_per_step, prompt_len, cfg.max_completion_length).values())
 
 # %% ../nbs/05_grpo.ipynb #7a9b9b9b
@@ -352,27 +383,35 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     "The keyword arguments of trl's GRPOTrainer for a cell (policy, LoRA, reward, dataset, config); `arm` overrides the cell's."
     from datasets import Dataset
     from peft import LoraConfig
-    from race_nb.models import load_policy, format_prompt
+    from race_nb.models import load_policy, format_prompt, default_device
     from race_nb.rewards import make_reward
+    from race_nb.rewards.prm import check_scorer_tasks
     arm = arm or cfg.resolved_arm()
     check_positive("budget", cfg.budget)
     need = min_budget(cfg, arm)
     if cfg.budget < need:
         raise ValueError(f"budget {cfg.budget:.3e} FLOPs is too small for one step of arm {arm.name} "
                          f"(minimum {need:.3e} FLOPs); raise the budget")
+    args = grpo_args(cfg, arm, output_dir)
+    check_scorer_tasks("judge", cfg.judge_settings, {_task(cfg.eval_id), _task(cfg.eval_ood)})  # before anything is trained
+    reward = make_reward(cfg.reward, **cfg.reward_settings)
+    reward.check_tasks({_task(cfg.train_data), _task(cfg.eval_id)})
     torch.manual_seed(cfg.seed)
-    model, tok = load_policy(cfg.model, cfg.model_path, attn_implementation="eager")
+    device = default_device()
+    attn = cfg.attn_implementation or ("eager" if device == "cpu" else None)
+    model, tok = load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, attn_implementation=attn, device=device)
     recs = _dataset(cfg.train_data, cfg.data_dir)
-    ds = Dataset.from_list([dict(prompt=format_prompt(cfg.model, tok, r["prompt"]), answer=r["answer"], task=r["task"]) for r in recs])
+    ds = Dataset.from_list([dict(prompt=format_prompt(cfg.model, tok, r["prompt"]), question=r["prompt"], answer=r["answer"], task=r["task"])
+                            for r in recs])
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=list(LINEARS), task_type="CAUSAL_LM")
-    return dict(model=model, reward_funcs=[make_reward(cfg.reward, **cfg.reward_settings)], args=grpo_args(cfg, arm, output_dir),
+    return dict(model=model, reward_funcs=[reward], args=args,
                 train_dataset=ds, processing_class=tok, peft_config=lora)
 
 def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None, arm: Arm | None = None) -> LedgerGRPOTrainer:
     "A `LedgerGRPOTrainer` for the cell (policy with LoRA, reward, dataset, budget); `arm` overrides the cell's."
     arm = arm or cfg.resolved_arm()
     return LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
-                             policy_flops=policy_flops(cfg.model, cfg.lora_r), keep=arm.m, fast_generation=cfg.fast_generation)
+                             keep=arm.m, fast_generation=cfg.fast_generation)  # the policy is counted from the loaded checkpoint
 
 # %% ../nbs/05_grpo.ipynb #76238528
 def whole_step_check(arm: Arm, # arm to run (use n > m and mu > 1 to exercise every phase)
@@ -380,10 +419,11 @@ def whole_step_check(arm: Arm, # arm to run (use n > m and mu > 1 to exercise ev
                      cycles: int = 3, # generation cycles
                      model: str = "tiny-s", # policy
                      workdir="/tmp/race_nb_check", # trl output folder
+                     **cell, # other CellConfig fields (model_path, reward_settings, micro_batches, gradient_checkpointing, ...)
                     ) -> dict:
     "Run `cycles` generation cycles under FlopCounterMode; return the ledger total, the count and their ratio."
     from race_nb.flops import count_flops
-    cfg = CellConfig(model=model, reward=reward, arm=None, budget=1e15, max_steps=cycles * arm.mu, prompts_per_step=4)
+    cfg = CellConfig(**{**dict(model=model, reward=reward, arm=None, budget=1e15, max_steps=cycles * arm.mu, prompts_per_step=4), **cell})
     trainer = build_trainer(cfg, workdir, arm=arm)
     _, counted = count_flops(trainer.train)
     led = trainer.ledger

@@ -69,6 +69,7 @@ MODELS = {e.name: e for e in [
     ModelEntry("qwen2.5-3b", "qwen2.5-3b", "Qwen/Qwen2.5-3B", "hub", "qwen-math"),
     ModelEntry("qwen2.5-7b", "qwen2.5-7b", "Qwen/Qwen2.5-7B", "hub", "qwen-math"),
     ModelEntry("qwen2.5-math-prm-7b", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-PRM-7B", "hub", None, "prm"),
+    ModelEntry("qwen2.5-math-7b-prm800k", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-7B-PRM800K", "hub", None, "prm"), # same architecture
 ]}
 TINY_POLICIES = ("tiny-s", "tiny-m", "tiny-l")
 

@@ -15,8 +15,8 @@ from ..models import ALPHABET, WarmStartConfig, warm_start, load_tokenizer, reso
 from .core import Reward, aggregate, arith_step_labels, register, AGGREGATIONS
 
 # %% auto #0
-__all__ = ['SCORER_RECIPES', 'NO_WORK', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'HFScorer', 'hf_scorer', 'prm',
-           'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy', 'save_tiny_hf_prm']
+__all__ = ['SCORER_RECIPES', 'NO_WORK', 'check_scorer_tasks', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'HFScorer',
+           'hf_scorer', 'prm', 'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy', 'save_tiny_hf_prm']
 
 # %% ../../nbs/04_rewards.prm.ipynb #56d5b618
 SCORER_RECIPES = {
@@ -36,6 +36,16 @@ def _work(flops: ModelFlops, lens: list[int], padded: int) -> dict:
 def _lines(completion: str) -> list[str]:
     "Non-empty lines of a completion, in order."
     return [l for l in completion.split("\n") if l.strip()]
+
+def check_scorer_tasks(name: str, # prm, proxy_prm or judge
+                       settings: dict, # the system's settings (backend tiny or hf)
+                       tasks, # tasks whose text it will score
+                      ) -> None:
+    "Raise (without loading anything) when a tiny character-level scorer would be asked to read non-arithmetic text."
+    other = sorted(set(tasks) - {"arith"})
+    if (settings or {}).get("backend", "tiny") == "tiny" and other:
+        raise ValueError(f"{name}: the tiny scorer reads only the arithmetic alphabet and cannot score {', '.join(other)} text; "
+                         f"set its settings to backend: hf, path: <a PRM / judge checkpoint> (reward_settings or judge_settings)")
 
 class TinyStepScorer:
     "Generative step scorer: a causal LM trained on true solutions scores each line by its probability."
@@ -65,10 +75,7 @@ class TinyStepScorer:
 
     def check_tasks(self, tasks, name: str) -> None:
         "Raise unless every task is the arithmetic chains this character-level scorer reads."
-        other = sorted(set(tasks) - {"arith"})
-        if other:
-            raise ValueError(f"{name}: the tiny {self.kind} scorer reads only the arithmetic alphabet and cannot score {', '.join(other)} text; "
-                             f"use the hf back-end (settings backend: hf, path: <a PRM/judge checkpoint>)")
+        check_scorer_tasks(name, {"backend": "tiny"}, tasks)
 
     @torch.no_grad()
     def score(self, prompts: list[str], completions: list[str]) -> tuple[list, dict]:
@@ -90,8 +97,11 @@ class TinyStepScorer:
 # %% ../../nbs/04_rewards.prm.ipynb #b86d250d
 class ModelReward(Reward):
     "A reward (or evaluation score) from a step-scoring model."
-    def __init__(self, name: str, scorer, how: str = "min", component: str = "reward", phase: str = "prm", ledger=None):
+    def __init__(self, name: str, scorer, how: str = "min", component: str = "reward", phase: str = "prm", ledger=None,
+                 require_answer: bool = True, # score only completions with a final answer (others get 0 and cost nothing)
+                ):
         super().__init__(name, ledger)
+        self.require_answer = require_answer
         self.scorer, self.how, self.component, self.phase = scorer, check_choice("aggregation", how, AGGREGATIONS), component, phase
         self.kind = "model" if component == "reward" else "eval-only"
 
@@ -106,7 +116,7 @@ class ModelReward(Reward):
 
     def step_scores(self, prompts, completions) -> list:
         "Per-line scores (None when unscorable or without a final answer), charging the ledger."
-        keep = [i for i, c in enumerate(completions) if extract_answer(c) is not None]
+        keep = [i for i, c in enumerate(completions) if not self.require_answer or extract_answer(c) is not None]
         t0 = time.perf_counter()
         scores, work = self.scorer.score([prompts[i] for i in keep], [completions[i] for i in keep])
         if self.ledger is not None and keep:
@@ -192,9 +202,9 @@ class HFScorer:
         "Any text can be tokenized: every task is scorable."
 
     def _text(self, question: str, completion: str) -> str | None:
-        "The conversation the reward model reads (None for an empty completion)."
+        "The conversation the reward model reads (None when a step PRM gets no steps; an outcome judge rates even an empty reply)."
         steps = [s.strip() for s in completion.split(self.step_separator) if s.strip()]
-        if not steps: return None
+        if not steps and self.interface == "step": return None
         body = self.sep.join(steps) + self.sep if self.interface == "step" else completion.strip()
         if getattr(self.tok, "chat_template", None):
             from race_nb.models import MATH_SYSTEM_PROMPT
@@ -258,28 +268,31 @@ def prm(backend: str = "tiny", # "tiny" (trained here) or "hf" (a Qwen2.5-Math-P
         trust_remote_code: bool = False, # hf: allow the model's own code (Qwen2.5-Math-PRM-7B needs it)
         dtype=None, device=None, attn_implementation=None, # hf: where and how the model runs (default: the policy's device)
         max_batch_tokens: int = 16384, # hf: padded tokens per forward
+        require_answer: bool = True, # score only completions that state a final answer (others get 0)
        ) -> Reward:
     "Process reward model feedback."
     return ModelReward("prm", _scorer("prm", backend, path, hub_id, **_hf_settings(
-        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how)
+        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how, require_answer=require_answer)
 
 @register("proxy_prm")
 def proxy_prm(backend: str = "tiny", path=None, hub_id: str | None = None, how: str = "min", step_separator: str = "\n\n",
               trust_remote_code: bool = False, dtype=None, device=None, attn_implementation=None, max_batch_tokens: int = 16384,
-             ) -> Reward:
+              require_answer: bool = True) -> Reward:
     "A cheaper, noisier learned step signal (settings as `prm`)."
     return ModelReward("proxy_prm", _scorer("proxy_prm", backend, path, hub_id, **_hf_settings(
-        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how)
+        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how, require_answer=require_answer)
 
 @register("judge")
 def judge(backend: str = "tiny", path=None, hub_id: str | None = None,
           how: str = "mean", # mean step quality (padded with 0 for missing steps); one score for an outcome judge
           step_separator: str = "\n\n", trust_remote_code: bool = False, dtype=None, device=None, attn_implementation=None,
-          max_batch_tokens: int = 16384) -> Reward:
+          max_batch_tokens: int = 16384,
+          require_answer: bool = True, # False: rate every completion (an outcome reward model judges the whole response)
+         ) -> Reward:
     "The common judge: one fixed scorer for every run's evaluation samples (charged to `eval`; settings as `prm`)."
     return ModelReward("judge", _scorer("judge", backend, path, hub_id, **_hf_settings(
         step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how,
-                       component="eval", phase="judge")
+                       component="eval", phase="judge", require_answer=require_answer)
 
 # %% ../../nbs/04_rewards.prm.ipynb #3a8b5ee4
 def corrupt_completion(record: dict, rng: random.Random, p_step: float = 0.3, p_stop: float = 0.1, p_final: float = 0.1) -> str:
