@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo test export clean-nbs check-export check-clean nbtest pytest lab bench
+.PHONY: setup demo test export clean-nbs check-export check-clean nbtest pytest lab bench gpu-check
 
 setup: $(STAMP)
 
@@ -52,3 +52,6 @@ lab: setup
 
 bench: setup
 	$(BIN)/python bench/run.py
+
+gpu-check: setup
+	$(BIN)/python bench/gpu_check.py
