@@ -46,7 +46,7 @@ def test_micro_grid_runs_and_aggregates(tmp_path, monkeypatch):
         if cell.is_dir():
             assert {"params.yaml", "out.ipynb", "metrics.json", "ledger.parquet", "status.json"} <= {p.name for p in cell.iterdir()}
     # finished cells are never run again
-    run_grid(micro(tmp_path, "micro"), runs_root=tmp_path / "runs", workers=2)
+    run_grid(micro(tmp_path, "micro"), runs_root=tmp_path / "runs", workers=2, min_cycles=0)
     assert all(done_lines(c) == 1 for c in root.iterdir() if c.is_dir())
     print(f"micro grid: {time.time() - t0:.1f} s")
 
@@ -78,7 +78,7 @@ def test_sigkill_mid_grid_then_resume(tmp_path):
 
 
 def test_failing_cell_is_recorded_and_others_finish(tmp_path):
-    root = run_grid(micro(tmp_path, "fail", budgets="[1.0e6, 3.0e10]", seeds="[0]"), runs_root=tmp_path / "runs", workers=2)
+    root = run_grid(micro(tmp_path, "fail", budgets="[1.0e6, 3.0e10]", seeds="[0]"), runs_root=tmp_path / "runs", workers=2, min_cycles=0)
     st = grid_status(root)
     assert sorted(st.status) == ["done", "done", "failed", "failed"]
     failed = st[st.status == "failed"]
@@ -88,7 +88,7 @@ def test_failing_cell_is_recorded_and_others_finish(tmp_path):
     df = aggregate(root)
     assert df[df.status == "failed"].pass1_id.isna().all()  # failed, not zeros
     # failed cells are retried only when asked
-    run_grid(micro(tmp_path, "fail", budgets="[1.0e6, 3.0e10]", seeds="[0]"), runs_root=tmp_path / "runs", workers=2)
+    run_grid(micro(tmp_path, "fail", budgets="[1.0e6, 3.0e10]", seeds="[0]"), runs_root=tmp_path / "runs", workers=2, min_cycles=0)
     assert sum(l.startswith("start") for l in (root / failed.cell.iloc[0] / "attempts.log").read_text().splitlines()) == 1
 
 

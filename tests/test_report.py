@@ -27,7 +27,7 @@ seeds: [0]
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     (tmp / "grid.yaml").write_text(GRID)
-    return run_grid(tmp / "grid.yaml", runs_root=tmp / "runs", workers=2)  # two cells fail: budget too small
+    return run_grid(tmp / "grid.yaml", runs_root=tmp / "runs", workers=2, min_cycles=0)  # two cells fail: budget too small
 
 
 def test_fallback_report(runs, tmp_path):
