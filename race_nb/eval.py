@@ -66,10 +66,8 @@ def warm_baseline(cfg: CellConfig) -> dict:
     path = cache_dir() / "baselines" / f"{cfg.model}-{artifact_key(spec)}.json"
     with file_lock(path.with_suffix(".lock")):
         if path.exists(): return json.loads(path.read_text())
-        from race_nb.models import default_device
-        device = default_device()  # evaluated where the cell trains (bf16 on a GPU)
-        model, tok = load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, device=device,
-                                 attn_implementation=cfg.attn_implementation or ("eager" if device == "cpu" else None))
+        from race_nb.grpo import load_cell_policy
+        model, tok = load_cell_policy(cfg)  # evaluated where the cell trains (bf16 on a GPU)
         res = evaluate(model, tok, cfg)
         path.write_text(json.dumps(res))
     return res

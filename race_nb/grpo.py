@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'ARMS', 'DEFAULT_ARM', 'Arm', 'load_arms', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho',
            'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerGRPOTrainer', 'CellConfig', 'grpo_args',
-           'min_budget', 'trainer_parts', 'build_trainer', 'whole_step_check']
+           'min_budget', 'load_cell_policy', 'trainer_parts', 'build_trainer', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #a4771f7d
 @dataclass(frozen=True)
@@ -379,11 +379,18 @@ def min_budget(cfg: CellConfig, arm: Arm, prompt_len: int = 16) -> float:
                          cfg.prompts_per_step, prompt_len, cfg.max_completion_length).values())
 
 # %% ../nbs/05_grpo.ipynb #7a9b9b9b
+def load_cell_policy(cfg: CellConfig) -> tuple:
+    "(model, tokenizer) of a cell's policy on the training device: its dtype, and eager attention on CPU unless the cell says otherwise."
+    from race_nb.models import load_policy, default_device
+    device = default_device()
+    attn = cfg.attn_implementation or ("eager" if device == "cpu" else None)
+    return load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, attn_implementation=attn, device=device)
+
 def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     "The keyword arguments of trl's GRPOTrainer for a cell (policy, LoRA, reward, dataset, config); `arm` overrides the cell's."
     from datasets import Dataset
     from peft import LoraConfig
-    from race_nb.models import load_policy, format_prompt, default_device
+    from race_nb.models import format_prompt
     from race_nb.rewards import make_reward
     from race_nb.rewards.prm import check_scorer_tasks
     arm = arm or cfg.resolved_arm()
@@ -397,9 +404,7 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     reward = make_reward(cfg.reward, **cfg.reward_settings)
     reward.check_tasks({_task(cfg.train_data), _task(cfg.eval_id)})
     torch.manual_seed(cfg.seed)
-    device = default_device()
-    attn = cfg.attn_implementation or ("eager" if device == "cpu" else None)
-    model, tok = load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, attn_implementation=attn, device=device)
+    model, tok = load_cell_policy(cfg)
     recs = _dataset(cfg.train_data, cfg.data_dir)
     ds = Dataset.from_list([dict(prompt=format_prompt(cfg.model, tok, r["prompt"]), question=r["prompt"], answer=r["answer"], task=r["task"])
                             for r in recs])

@@ -105,11 +105,6 @@ class ModelReward(Reward):
         self.scorer, self.how, self.component, self.phase = scorer, check_choice("aggregation", how, AGGREGATIONS), component, phase
         self.kind = "model" if component == "reward" else "eval-only"
 
-    @property
-    def flops(self) -> ModelFlops:
-        "FLOPs model of the scoring model (from its own config)."
-        return self.scorer.flops
-
     def check_tasks(self, tasks) -> None:
         "Raise before training when the scorer cannot read one of `tasks`."
         self.scorer.check_tasks(tasks, self.name)
@@ -246,53 +241,43 @@ def hf_scorer(source: str, **settings) -> HFScorer:
     if key not in _HF_SCORERS: _HF_SCORERS[key] = HFScorer(source, **settings)
     return _HF_SCORERS[key]
 
-def _scorer(kind: str, backend: str, path, hub_id, **settings):
-    "The scorer of a model-based system: the tiny one, or an hf checkpoint from `path` (local or toy:NAME) or `hub_id`."
+def _scorer(kind: str, backend: str, path, hub_id, **hf):
+    "The scorer of a model-based system: the tiny one, or an hf checkpoint from `path` (local or toy:NAME) or `hub_id` with settings `hf`."
     from race_nb.models import resolve_path
     check_choice(f"{kind} backend", backend, ("tiny", "hf"))
     if backend == "tiny": return tiny_scorer(kind)
     if path is None and hub_id is None: raise ValueError(f"the hf back-end of {kind} needs path= (local folder or toy:NAME) or hub_id=")
     src = resolve_path(path, f"{kind} path") if path is not None else hub_id
-    return hf_scorer(src, **settings)
+    return hf_scorer(src, **hf)
 
-def _hf_settings(step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens) -> dict:
-    return dict(step_separator=step_separator, trust_remote_code=trust_remote_code, dtype=dtype, device=device,
-                attn_implementation=attn_implementation, max_batch_tokens=max_batch_tokens)
+def _model_reward(name: str, backend: str = "tiny", path=None, hub_id=None, how: str = "min", require_answer: bool = True,
+                  component: str = "reward", phase: str = "prm", **hf) -> Reward:
+    "A `ModelReward` on the scorer its settings name (`hf`: HFScorer's own settings, checked by it)."
+    return ModelReward(name, _scorer(name, backend, path, hub_id, **hf), how, component, phase, require_answer=require_answer)
 
 @register("prm")
 def prm(backend: str = "tiny", # "tiny" (trained here) or "hf" (a Qwen2.5-Math-PRM-style checkpoint)
         path=None, # local folder (or toy:NAME) of an hf PRM
         hub_id: str | None = None, # hub id of an hf PRM, e.g. "Qwen/Qwen2.5-Math-PRM-7B" (online only)
         how: str = "min", # step aggregation
-        step_separator: str = "\n\n", # hf: how completions split into steps
-        trust_remote_code: bool = False, # hf: allow the model's own code (Qwen2.5-Math-PRM-7B needs it)
-        dtype=None, device=None, attn_implementation=None, # hf: where and how the model runs (default: the policy's device)
-        max_batch_tokens: int = 16384, # hf: padded tokens per forward
         require_answer: bool = True, # score only completions that state a final answer (others get 0)
+        **hf, # hf back-end: HFScorer settings (step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)
        ) -> Reward:
     "Process reward model feedback."
-    return ModelReward("prm", _scorer("prm", backend, path, hub_id, **_hf_settings(
-        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how, require_answer=require_answer)
+    return _model_reward("prm", backend, path, hub_id, how, require_answer, **hf)
 
 @register("proxy_prm")
-def proxy_prm(backend: str = "tiny", path=None, hub_id: str | None = None, how: str = "min", step_separator: str = "\n\n",
-              trust_remote_code: bool = False, dtype=None, device=None, attn_implementation=None, max_batch_tokens: int = 16384,
-              require_answer: bool = True) -> Reward:
+def proxy_prm(**settings) -> Reward:
     "A cheaper, noisier learned step signal (settings as `prm`)."
-    return ModelReward("proxy_prm", _scorer("proxy_prm", backend, path, hub_id, **_hf_settings(
-        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how, require_answer=require_answer)
+    return _model_reward("proxy_prm", **settings)
 
 @register("judge")
-def judge(backend: str = "tiny", path=None, hub_id: str | None = None,
-          how: str = "mean", # mean step quality (padded with 0 for missing steps); one score for an outcome judge
-          step_separator: str = "\n\n", trust_remote_code: bool = False, dtype=None, device=None, attn_implementation=None,
-          max_batch_tokens: int = 16384,
+def judge(how: str = "mean", # mean step quality (padded with 0 for missing steps); one score for an outcome judge
           require_answer: bool = True, # False: rate every completion (an outcome reward model judges the whole response)
+          **settings, # as `prm`
          ) -> Reward:
-    "The common judge: one fixed scorer for every run's evaluation samples (charged to `eval`; settings as `prm`)."
-    return ModelReward("judge", _scorer("judge", backend, path, hub_id, **_hf_settings(
-        step_separator, trust_remote_code, dtype, device, attn_implementation, max_batch_tokens)), how,
-                       component="eval", phase="judge", require_answer=require_answer)
+    "The common judge: one fixed scorer for every run's evaluation samples (charged to `eval`)."
+    return _model_reward("judge", how=how, require_answer=require_answer, component="eval", phase="judge", **settings)
 
 # %% ../../nbs/04_rewards.prm.ipynb #3a8b5ee4
 def corrupt_completion(record: dict, rng: random.Random, p_step: float = 0.3, p_stop: float = 0.1, p_final: float = 0.1) -> str:
