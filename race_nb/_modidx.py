@@ -328,4 +328,5 @@ d = { 'settings': { 'branch': 'main',
                              'race_nb.toy._corpus': ('toy.html#_corpus', 'race_nb/toy.py'),
                              'race_nb.toy._tokenizer': ('toy.html#_tokenizer', 'race_nb/toy.py'),
                              'race_nb.toy.toy_checkpoint': ('toy.html#toy_checkpoint', 'race_nb/toy.py'),
+                             'race_nb.toy.toy_data_available': ('toy.html#toy_data_available', 'race_nb/toy.py'),
                              'race_nb.toy.train_toy_tokenizer': ('toy.html#train_toy_tokenizer', 'race_nb/toy.py')}}}

@@ -10,8 +10,8 @@ from pathlib import Path
 from .core import check_choice
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'QWEN25_CHAT_TEMPLATE', 'TOY_SPECS', 'TOY_VOCAB', 'TOY_VERSION', 'ToySpec', 'train_toy_tokenizer',
-           'toy_checkpoint']
+__all__ = ['SPECIAL_TOKENS', 'QWEN25_CHAT_TEMPLATE', 'TOY_SPECS', 'TOY_VOCAB', 'TOY_VERSION', 'ToySpec', 'toy_data_available',
+           'train_toy_tokenizer', 'toy_checkpoint']
 
 # %% ../nbs/03b_toy.ipynb #3c434696
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>")
@@ -47,6 +47,12 @@ TOY_VOCAB = 2048 # BPE vocabulary size (special tokens included)
 TOY_VERSION = 1 # bump when the builder changes
 
 # %% ../nbs/03b_toy.ipynb #89943cf0
+def toy_data_available(data_dir=None) -> bool:
+    "True when the GSM8K and MATH-500 files the toy tokenizer is trained on are in `data_dir` (default RACE_DATA_DIR)."
+    import os
+    root = data_dir or os.environ.get("RACE_DATA_DIR")
+    return bool(root) and all(Path(root, *f).is_file() for f in (("gsm8k", "train.jsonl"), ("gsm8k", "test.jsonl"), ("math500", "test.jsonl")))
+
 def _corpus(data_dir=None) -> list[str]:
     "Questions and solutions of the shared GSM8K and MATH-500 files."
     from race_nb.data import load_records
