@@ -65,6 +65,9 @@ def reward_model_flops(reward: str, # reward system
     shipped = {e.hub_id: e.config for e in MODELS.values() if e.hub_id}
     if s.get("hub_id") in shipped: return ModelFlops.from_config(shipped[s["hub_id"]])
     from transformers import AutoConfig
+    from race_nb.models import is_offline
+    if is_offline(): raise RuntimeError(f"HF_HUB_OFFLINE=1: cannot read the config of {s['hub_id']} to count {reward}'s FLOPs; "
+                                        f"set reward_settings.{reward}.path to a local copy")
     return ModelFlops.from_config(AutoConfig.from_pretrained(s["hub_id"], trust_remote_code=bool(s.get("trust_remote_code"))))
 
 def policy_flops(model: str, # registered name, local checkpoint folder or toy:NAME

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from race_nb.core import project_root
-from race_nb.grpo import Arm, CellConfig, build_trainer, whole_step_check
+from race_nb.grpo import Arm, CellConfig, build_trainer, reward_model_flops, whole_step_check
 
 SHARED = Path(os.environ.get("RACE_DATA_DIR", project_root().parent / "shared" / "data"))
 RACE = str(Path(sys.executable).with_name("race"))
@@ -76,6 +76,8 @@ def test_bad_input_is_refused_before_training(data_dir, tmp_path):
     (gpt2 / "config.json").write_text(json.dumps(dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], n_embd=8)))
     with pytest.raises(ValueError, match="cannot count model_type 'gpt2'"):
         build_trainer(CellConfig(**{**TOY, "model": str(gpt2), "model_path": None}, budget=1e12), tmp_path)
+    with pytest.raises(RuntimeError, match="reward_settings.prm.path"):  # offline, an unknown hub PRM cannot be counted: say what to set
+        reward_model_flops("prm", dict(backend="hf", hub_id="someone/some-prm"))
     with pytest.raises(ValueError, match="micro_batches=3 must divide"):
         build_trainer(CellConfig(**TOY, micro_batches=3, budget=1e12), tmp_path)
 
