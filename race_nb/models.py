@@ -96,7 +96,7 @@ def resolve_path(path, # a local folder or a `toy:NAME` reference
         from race_nb.toy import toy_checkpoint
         return str(toy_checkpoint(path[4:]))
     if not Path(path).expanduser().exists():
-        raise FileNotFoundError(f"no checkpoint at {path} (from {setting}); point {setting} at a local copy, or leave it empty to use the hub id online")
+        raise FileNotFoundError(f"no weights at {path} (from {setting}); point {setting} at a local copy, or leave it empty to use the hub id online")
     return str(Path(path).expanduser())
 
 def resolve_weights(name: str, # registry name
