@@ -274,6 +274,16 @@ def _train_step(self: ModelFlops,
 
 ModelFlops._linear_bwd, ModelFlops._backward, ModelFlops.train_step = _linear_bwd, _backward, _train_step
 
+@patch
+def recompute(self: ModelFlops,
+              batch: int, # sequences in the padded batch
+              seq_len: int, # padded sequence length
+             ) -> float:
+    "FLOPs that non-reentrant gradient checkpointing of every decoder layer reruns in backward (no head)."
+    d_ff, d = self._dims()["down_proj"]
+    last = 2. * self.lora.r * d if self.lora is not None and "down_proj" in self.lora.target_modules else 2. * d_ff * d
+    return self.forward(batch, seq_len, head_positions=0) - batch * seq_len * self.layers * last
+
 # %% ../nbs/01_flops.ipynb #52596579
 def per_token_table(names=("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-math-prm-7b"), # configs
                     context: int = 2048, # key length seen by the token
@@ -300,7 +310,7 @@ def count_flops(fn, *args, **kwargs) -> tuple:
     return out, float(fc.get_total_flops())
 
 # %% ../nbs/01_flops.ipynb #65432761
-CHECKS = ("forward", "generate", "train_lora", "train_full")
+CHECKS = ("forward", "generate", "train_lora", "train_full", "train_lora_gc")
 
 def _tiny_model(config: dict, device: str):
     "A randomly initialised causal LM with eager attention (counted exactly by FlopCounterMode)."
@@ -318,7 +328,7 @@ def validate_flops(config, # anything `load_config` reads
                    new_tokens: int = 6, # tokens generated after a prompt of `seq_len`
                    logits_to_keep: int = 0, # training checks keep logits at the last positions only (0 = all)
                    device: str = "cpu", # "meta" counts without weights (generation is skipped there)
-                   checks=CHECKS, # which of forward, generate, train_lora, train_full
+                   checks=CHECKS, # which of forward, generate, train_lora, train_full, train_lora_gc (gradient checkpointing)
                   ) -> pd.DataFrame:
     "Compare `ModelFlops` with FlopCounterMode on a real model built from `config`; one row per check."
     import torch
@@ -342,13 +352,17 @@ def validate_flops(config, # anything `load_config` reads
                                  max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None)
             want = ModelFlops.from_config(c).generate(batch, seq_len, new_tokens)
         else:
-            adapter = check == "train_lora"
+            adapter, gc = check in ("train_lora", "train_lora_gc"), check == "train_lora_gc"
+            if gc:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                model.enable_input_require_grads()
             if adapter:
                 model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=2 * lora.r, lora_dropout=0.0,
                                                          target_modules=list(lora.target_modules)))
             model.train()
             _, got = count_flops(lambda: loss(model(input_ids=ids, logits_to_keep=logits_to_keep)))
-            want = ModelFlops.from_config(c, lora=lora if adapter else None).train_step(batch, seq_len, keep)
+            mf = ModelFlops.from_config(c, lora=lora if adapter else None)
+            want = mf.train_step(batch, seq_len, keep, input_grads=gc) + (mf.recompute(batch, seq_len) if gc else 0.)
         rows.append(dict(check=check, analytic=want, measured=got, ratio=want / got))
     return pd.DataFrame(rows)
 

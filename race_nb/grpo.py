@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_grpo.ipynb #917791c9
 from __future__ import annotations
-import csv, dataclasses, logging, math, os, time, warnings
+import csv, dataclasses, functools, inspect, logging, math, os, time, warnings
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
@@ -12,15 +12,18 @@ import yaml
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from .core import check_positive, check_choice, shipped_path
-from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS
+from fastcore.basics import patch
+from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
 from .rewards.core import Reward
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'ARMS', 'DEFAULT_ARM', 'Arm', 'load_arms', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho',
-           'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerGRPOTrainer', 'CellConfig', 'grpo_args',
-           'min_budget', 'load_cell_policy', 'trainer_parts', 'build_trainer', 'whole_step_check']
+__all__ = ['log', 'ARMS', 'DEFAULT_ARM', 'PEAK_FLOPS', 'Arm', 'load_arms', 'reward_model_flops', 'policy_flops', 'arm_flops',
+           'predict_rho', 'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback',
+           'peak_flops_of', 'charge_reward_model', 'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'CellConfig',
+           'grpo_args', 'min_budget', 'load_cell_policy', 'trainer_parts', 'build_trainer', 'count_by_component',
+           'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #a4771f7d
 @dataclass(frozen=True)
@@ -147,6 +150,23 @@ class BudgetCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kw):
         if self.bar is not None: self.bar.close()
 
+class LedgerCheckpointCallback(TrainerCallback):
+    "Write the ledger into every checkpoint folder, so a resumed run continues it."
+    def __init__(self, ledger: FlopsLedger): self.ledger = ledger
+    def on_save(self, args, state, control, **kw):
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+        ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if state.is_world_process_zero and ckpt.is_dir(): self.ledger.save(ckpt / "ledger.parquet")
+
+PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
+
+def peak_flops_of(device) -> float | None:
+    "Dense bf16 peak FLOP/s of a known CUDA accelerator (None on CPU or an unknown one)."
+    device = torch.device(device)
+    if device.type != "cuda": return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+
 def _compact_head(device) -> bool:
     "Does trl's fused head score only the completion tokens on this device (Triton) rather than every position?"
     from trl.trainer.utils import _use_triton
@@ -183,28 +203,108 @@ def _fast_completions(tr, prompt_ids: list[list[int]]) -> tuple:
         comps.append(row[:end + 1])
     return comps, None
 
+# %% ../nbs/05_grpo.ipynb #c452ed8e
+def charge_reward_model(fn, # a reward function given to the trainer
+                        *models: torch.nn.Module, # the models it runs (none: it runs no model)
+                       ):
+    "Declare the models `fn` runs, so `LedgerGRPOTrainer` charges their forwards to reward; without models, declare `fn` model-free."
+    for m in models:
+        if not isinstance(m, torch.nn.Module):
+            raise TypeError(f"charge_reward_model: expected torch modules (the models {fn!r} runs), got {type(m).__name__}")
+    try: fn.__race_models__ = tuple(models)
+    except (AttributeError, TypeError):  # bound methods and builtins take no attributes: wrap them
+        inner = fn
+        if inspect.iscoroutinefunction(inner):
+            async def fn(*a, **k): return await inner(*a, **k)
+        else:
+            def fn(*a, **k): return inner(*a, **k)
+        fn = functools.wraps(inner)(fn)
+        fn.__race_models__ = tuple(models)
+    return fn
+
+class ModelCharge:
+    "Forward hooks on one reward model: each forward run while the trainer scores is charged to `reward` on its padded shape."
+    def __init__(self, trainer, # the LedgerGRPOTrainer whose ledger is charged while it scores
+                 model: torch.nn.Module, # a transformers model of a supported architecture
+                 name: str, # the reward function's name (the ledger's phase)
+                ):
+        self.trainer, self.name, self.flops, self._t0 = trainer, name, ModelFlops.from_model(model), None
+        self.handles = [model.register_forward_pre_hook(self._pre, with_kwargs=True),
+                        model.register_forward_hook(self._post, with_kwargs=True)]
+
+    def _pre(self, module, args, kwargs):
+        if getattr(self.trainer, "_scoring", False): self._t0 = time.perf_counter()
+
+    def _post(self, module, args, kwargs, output):
+        if self._t0 is None: return
+        secs, self._t0 = time.perf_counter() - self._t0, None
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None: ids = kwargs["inputs_embeds"][..., 0]
+        (B, S), mask = ids.shape, kwargs.get("attention_mask")
+        full = self.flops.reward_forward(B, S)
+        lens = mask.sum(1).tolist() if mask is not None else [S] * B
+        useful = sum(self.flops.reward_forward(1, int(l)) for l in lens if l > 0)
+        self.trainer.ledger.record(self.trainer.state.global_step, "reward", self.name, full, tokens=B * S,
+                                   useful_flops=min(useful, full), useful_tokens=int(sum(lens)), seconds=secs)
+
+    def remove(self):
+        for h in self.handles: h.remove()
+
+def _attach_rewards(tr) -> list[str]:
+    "Make every reward function of `tr` charge its ledger; return the names of those charged 0 FLOPs without a declaration."
+    uncharged, tr._charges = [], []
+    for f, name in zip(tr.reward_funcs, tr.reward_func_names):
+        if isinstance(f, Reward):
+            f.ledger = tr.ledger
+            continue
+        models = [f] if isinstance(f, torch.nn.Module) else getattr(f, "__race_models__", None)
+        if models is None:
+            uncharged.append(name)
+            continue
+        for m in models:
+            try: tr._charges.append(ModelCharge(tr, m, name))
+            except (ValueError, KeyError, TypeError) as e:
+                warnings.warn(f"reward {name!r}: the ledger cannot count {type(m).__name__} ({e}); its forwards are charged 0 FLOPs")
+                uncharged.append(name)
+    if uncharged:
+        warnings.warn(f"reward function(s) {uncharged} are charged 0 FLOPs: if one runs a model, declare it with "
+                      f"charge_reward_model(fn, model); charge_reward_model(fn) declares a function that runs none")
+    return uncharged
+
 # %% ../nbs/05_grpo.ipynb #61cb2fe6
 class LedgerGRPOTrainer(GRPOTrainer):
-    "trl's GRPOTrainer, recording what it executes in a FlopsLedger, with PODS down-sampling to `keep` rollouts."
-    def __init__(self, *args, ledger: FlopsLedger, # where FLOPs are recorded (its budget stops training)
+    "trl's `GRPOTrainer` recording every FLOP it executes in a `FlopsLedger`, reported through trl's logging; optional budget and PODS down-sampling."
+    def __init__(self, *args, # exactly GRPOTrainer's: model, reward_funcs, args, train_dataset, ..., peft_config
+                 budget: float | None = None, # FLOPs (search + learning + reward) after which training stops at the next step
+                 ledger: FlopsLedger | None = None, # where FLOPs are recorded (default: a new ledger with `budget`)
+                 keep: int | None = None, # PODS: rollouts kept per group for the update (default: all num_generations)
+                 peak_flops: float | str | None = "auto", # accelerator peak FLOP/s for MFU ("auto": known GPUs; None: no MFU)
+                 report_card: bool = True, # print the compute card after train() and write it and ledger.parquet to output_dir
+                 fast_generation: bool = False, # sample rollouts with race_nb.fastgen where it reproduces trl's generate
                  policy_flops: ModelFlops | None = None, # FLOPs model of the policy (default: from the loaded model and its adapter)
-                 keep: int | None = None, # rollouts kept per group (default: all)
-                 fast_generation: bool = True, # sample rollouts with `fast_generate` where it reproduces trl's generate
                  **kwargs):
+        if ledger is None: ledger = FlopsLedger(budget=budget)
+        elif budget is not None:
+            if ledger.budget not in (None, float(budget)): raise ValueError(f"budget={budget:.4g} contradicts the ledger's budget {ledger.budget:.4g}")
+            ledger.budget = float(check_positive("budget", budget))
         super().__init__(*args, **kwargs)
-        self.ledger, self.policy_flops = ledger, policy_flops or ModelFlops.from_model(self.model)
+        self.ledger, self.report_card = ledger, report_card
+        self.policy_flops = policy_flops or ModelFlops.from_model(self.model)
+        self.peak_flops = peak_flops_of(self.accelerator.device) if peak_flops == "auto" else peak_flops
         self.fast_reason = _fast_reason(self) if fast_generation else "disabled"
         if fast_generation and self.fast_reason: log.info("fast generation off (%s): using trl's generate", self.fast_reason)
         self.keep = keep or self.num_generations
         if not 2 <= self.keep <= self.num_generations:
             raise ValueError(f"keep must lie in [2, num_generations={self.num_generations}], got {self.keep}")
         if self.keep < self.num_generations and self.accelerator.num_processes > 1:
-            raise ValueError("PODS down-sampling (m < n) is implemented for one process only")
-        for f in self.reward_funcs:
-            if isinstance(f, Reward): f.ledger = ledger
-        from transformers.trainer_callback import PrinterCallback, ProgressCallback
-        for cb in (PrinterCallback, ProgressCallback): self.remove_callback(cb)  # the budget bar replaces the step bar
-        self.add_callback(BudgetCallback(ledger))
+            raise ValueError("PODS down-sampling (keep < num_generations) is implemented for one process only")
+        self.uncharged = _attach_rewards(self)
+        self._scoring, self._flos_seen, self._logged = False, ledger.total, (self.state.global_step, ledger.totals())
+        if ledger.budget:
+            from transformers.trainer_callback import ProgressCallback
+            self.remove_callback(ProgressCallback)  # the budget bar replaces the step bar (max_steps is only a cap)
+            self.add_callback(BudgetCallback(ledger))
+        self.add_callback(LedgerCheckpointCallback(ledger))
 
     def _head_positions(self, batch: int, seq_len: int, completion_mask: torch.Tensor) -> int:
         return int(completion_mask.sum()) if _compact_head(completion_mask.device) else batch * (seq_len - 1)
@@ -216,11 +316,14 @@ class LedgerGRPOTrainer(GRPOTrainer):
         return _fast_completions(self, prompt_ids)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        self._last_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        "trl's reward calculation; declared reward models are charged while it runs."
+        self._scoring, t0 = True, time.perf_counter()
+        try: self._last_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        finally: self._scoring, self._reward_seconds = False, time.perf_counter() - t0
         return self._last_rewards
 
 # %% ../nbs/05_grpo.ipynb #6d52abf5
-def _record_generation(self: LedgerGRPOTrainer, out: dict):
+def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: float = 0.0):
     "Charge the generation and the no-grad log-prob forwards of one generation batch."
     pm, cm, mf, step = out["prompt_mask"], out["completion_mask"], self.policy_flops, self.state.global_step
     (B, P), C = pm.shape, out["completion_ids"].shape[1]
@@ -229,10 +332,10 @@ def _record_generation(self: LedgerGRPOTrainer, out: dict):
     self.ledger.record(step, "search", "generate", mf.generate(B, P, C), tokens=B * (P + C), seconds=getattr(self, "_gen_seconds", 0.0),
                        useful_flops=min(useful, mf.generate(B, P, C)), useful_tokens=int(sum(plen) + sum(clen)))
     hp = self._head_positions(B, P + C, cm)
-    if "old_per_token_logps" in out:
-        self.ledger.record(step, "learning", "old_logprob", mf.forward(B, P + C, head_positions=hp), tokens=B * (P + C))
-    if "ref_per_token_logps" in out:
-        self.ledger.record(step, "learning", "ref_logprob", mf.forward(B, P + C, adapter=False, head_positions=hp), tokens=B * (P + C))
+    ran = [k for k in ("old", "ref") if f"{k}_per_token_logps" in out]
+    for k in ran:
+        self.ledger.record(step, "learning", f"{k}_logprob", mf.forward(B, P + C, adapter=k == "old", head_positions=hp),
+                           tokens=B * (P + C), seconds=logprob_seconds / len(ran))
 
 def _downsample(self: LedgerGRPOTrainer, out: dict) -> dict:
     "Keep the `keep` rollouts of largest reward variance per group and recompute their advantages."
@@ -260,8 +363,9 @@ def _generate_and_score(self: LedgerGRPOTrainer, inputs):
     t0 = time.perf_counter()
     out = GRPOTrainer._generate_and_score_completions(self, inputs)
     if not self.model.training: return out
-    _record_generation(self, out)
     self._score_seconds = time.perf_counter() - t0  # generation + rewards + no-grad forwards, excluded from update time
+    rest = self._score_seconds - getattr(self, "_gen_seconds", 0.0) - getattr(self, "_reward_seconds", 0.0)
+    _record_generation(self, out, logprob_seconds=max(0.0, rest))
     return _downsample(self, out) if self.keep < self.num_generations else out
 
 def _compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -271,7 +375,7 @@ def _compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, 
         useful = int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
         mf, gc = self.policy_flops, bool(self.args.gradient_checkpointing)
         flops = mf.train_step(B, P + C, head_positions=hp, head_recompute=True, input_grads=gc and mf.lora is not None)
-        if gc: flops += mf.forward(B, P + C, head_positions=0)  # checkpointed layers run their forward again in backward
+        if gc: flops += mf.recompute(B, P + C)  # checkpointed layers rerun their forward in backward
         self._pending_update = dict(flops=flops,
                                     tokens=B * (P + C), useful_tokens=useful)
     return GRPOTrainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
@@ -290,6 +394,64 @@ LedgerGRPOTrainer._generate = _timed_generate
 LedgerGRPOTrainer._generate_and_score_completions = _generate_and_score
 LedgerGRPOTrainer.compute_loss = _compute_loss
 LedgerGRPOTrainer.training_step = _training_step
+
+# %% ../nbs/05_grpo.ipynb #a4dec147
+def ledger_logs(ledger: FlopsLedger, # the run's ledger
+                since: tuple | None = None, # (step, totals) at the previous record: adds per-step FLOPs since then
+                step: int = 0, # the current optimizer step
+                peak: float | None = None, # accelerator peak FLOP/s: adds MFU per phase
+               ) -> dict:
+    "The ledger's numbers as flat log keys (`flops/...`, `mfu/...`); empty before anything is recorded."
+    t, total = ledger.totals(), ledger.total
+    if total <= 0: return {}
+    out = {f"flops/{c}": t[c] for c in BUDGET_COMPONENTS}
+    u = ledger.totals(useful=True)
+    out.update({"flops/total": total, "flops/rho": ledger.rho, "flops/useful_share": sum(u[c] for c in BUDGET_COMPONENTS) / total})
+    if since is not None and step > since[0]:
+        out.update({f"flops/{c}_per_step": (t[c] - since[1][c]) / (step - since[0]) for c in BUDGET_COMPONENTS})
+    if ledger.budget: out["flops/budget_used"] = total / ledger.budget
+    if peak:
+        secs = dict.fromkeys(BUDGET_COMPONENTS, 0.0)
+        for e in ledger._events:
+            if e["component"] in secs and e["flops"] > 0: secs[e["component"]] += e["seconds"]
+        out.update({f"mfu/{c}": t[c] / (secs[c] * peak) for c in BUDGET_COMPONENTS if secs[c] > 0})
+    return out
+
+@patch
+def log(self: LedgerGRPOTrainer, logs: dict, start_time: float | None = None) -> None:
+    "trl's log record, with the ledger's numbers added to training records."
+    if not any(k.startswith("eval_") for k in logs):
+        logs.update(ledger_logs(self.ledger, self._logged, self.state.global_step, self.peak_flops))
+        self._logged = (self.state.global_step, self.ledger.totals())
+    GRPOTrainer.log(self, logs, start_time)
+
+@patch
+def floating_point_ops(self: LedgerGRPOTrainer, inputs) -> float:
+    "The ledger's FLOPs since the previous call: trl's `total_flos` becomes the ledger's total."
+    total = self.ledger.total
+    delta, self._flos_seen = total - self._flos_seen, total
+    return delta
+
+@patch
+def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs):
+    "trl's `train`; resumes a checkpoint's ledger, then prints the compute card and writes it (and the ledger) to output_dir."
+    ckpt = resume_from_checkpoint
+    if ckpt is True:
+        from transformers.trainer_utils import get_last_checkpoint
+        ckpt = get_last_checkpoint(self.args.output_dir)
+    if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
+        self.ledger._events.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet").events)
+        self._flos_seen = self.ledger.total
+    out = GRPOTrainer.train(self, resume_from_checkpoint, *args, **kwargs)
+    if self.report_card and self.accelerator.is_main_process:
+        card = self.ledger.compute_card(title=f"compute card: {self.state.global_step} step(s), output_dir {self.args.output_dir}")
+        if self.uncharged: card += f"\n  charged 0 FLOPs (no model declared): {', '.join(self.uncharged)}"
+        out_dir = Path(self.args.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "compute_card.txt").write_text(card + "\n")
+        self.ledger.save(out_dir / "ledger.parquet")
+        print(card)
+    return out
 
 # %% ../nbs/05_grpo.ipynb #4fefa4dc
 @dataclass
@@ -417,11 +579,37 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
 
 def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None, arm: Arm | None = None) -> LedgerGRPOTrainer:
     "A `LedgerGRPOTrainer` for the cell (policy with LoRA, reward, dataset, budget); `arm` overrides the cell's."
+    from transformers.trainer_callback import PrinterCallback
     arm = arm or cfg.resolved_arm()
-    return LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
-                             keep=arm.m, fast_generation=cfg.fast_generation)  # the policy is counted from the loaded checkpoint
+    tr = LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
+                           keep=arm.m, fast_generation=cfg.fast_generation, report_card=False)  # the cell writes its own card
+    tr.remove_callback(PrinterCallback)  # the budget bar is the cell's progress; its log history is in the ledger and metrics
+    return tr
 
 # %% ../nbs/05_grpo.ipynb #76238528
+def count_by_component(trainer: LedgerGRPOTrainer, # a trainer about to train
+                       fn=None, # what to run (default: trainer.train)
+                      ) -> tuple:
+    "Run `fn` under FlopCounterMode; return (its result, counted FLOPs per component): generation is search, reward functions reward, the rest learning."
+    from torch.utils.flop_counter import FlopCounterMode
+    from race_nb.flops import _inplace_addmm_flop
+    fc = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.addmm_: _inplace_addmm_flop})
+    parts = dict(search=0.0, reward=0.0)
+    def wrap(name, part):
+        orig = getattr(trainer, name)
+        def counted(*a, **k):
+            before = fc.get_total_flops()
+            try: return orig(*a, **k)
+            finally: parts[part] += fc.get_total_flops() - before
+        setattr(trainer, name, counted)
+    wrap("_generate", "search"); wrap("_calculate_rewards", "reward")
+    try:
+        with fc: out = (fn or trainer.train)()
+    finally:
+        for n in ("_generate", "_calculate_rewards"): trainer.__dict__.pop(n, None)
+    total = float(fc.get_total_flops())
+    return out, dict(search=float(parts["search"]), learning=total - parts["search"] - parts["reward"], reward=float(parts["reward"]))
+
 def whole_step_check(arm: Arm, # arm to run (use n > m and mu > 1 to exercise every phase)
                      reward: str = "sparse", # reward system
                      cycles: int = 3, # generation cycles
@@ -429,11 +617,13 @@ def whole_step_check(arm: Arm, # arm to run (use n > m and mu > 1 to exercise ev
                      workdir="/tmp/race_nb_check", # trl output folder
                      **cell, # other CellConfig fields (model_path, reward_settings, micro_batches, gradient_checkpointing, ...)
                     ) -> dict:
-    "Run `cycles` generation cycles under FlopCounterMode; return the ledger total, the count and their ratio."
-    from race_nb.flops import count_flops
+    "Run `cycles` generation cycles under FlopCounterMode; return the ledger total, the count and their ratio, in all and per component."
     cfg = CellConfig(**{**dict(model=model, reward=reward, arm=None, budget=1e15, max_steps=cycles * arm.mu, prompts_per_step=4), **cell})
     trainer = build_trainer(cfg, workdir, arm=arm)
-    _, counted = count_flops(trainer.train)
-    led = trainer.ledger
+    _, parts = count_by_component(trainer)
+    led, counted = trainer.ledger, sum(parts.values())
+    t = led.totals()
     return dict(ledger=led.total, counted=counted, ratio=led.total / counted, rho=led.rho, steps=trainer.state.global_step,
-                phases=led.to_frame().groupby("phase").flops.sum().to_dict())
+                phases=led.to_frame().groupby("phase").flops.sum().to_dict(),
+                components={c: dict(ledger=t[c], counted=parts[c], ratio=t[c] / parts[c] if parts[c] else float("nan"))
+                            for c in BUDGET_COMPONENTS})
