@@ -301,8 +301,8 @@ class LedgerGRPOTrainer(GRPOTrainer):
         self.uncharged = _attach_rewards(self)
         self._scoring, self._flos_seen, self._logged = False, ledger.total, (self.state.global_step, ledger.totals())
         if ledger.budget:
-            from transformers.trainer_callback import ProgressCallback
-            self.remove_callback(ProgressCallback)  # the budget bar replaces the step bar (max_steps is only a cap)
+            for cb in list(self.callback_handler.callbacks):  # the budget bar replaces the step bar (max_steps is only a cap)
+                if type(cb).__name__ in ("ProgressCallback", "NotebookProgressCallback"): self.remove_callback(cb)
             self.add_callback(BudgetCallback(ledger))
         self.add_callback(LedgerCheckpointCallback(ledger))
 
