@@ -13,9 +13,10 @@ SHARED = Path(os.environ.get("RACE_DATA_DIR", project_root().parent / "shared" /
 pytestmark = pytest.mark.skipif(not (SHARED / "gsm8k" / "train.jsonl").exists(), reason=f"no GSM8K at {SHARED}")
 
 
-def user_run(tmp_path, declare=True, **extra):
+def user_run(tmp_path, declare=True, cls=None, **extra):
     "A plain-trl-shaped script: conversational prompts, the answer in the user's `solution` column, LoRA on q/v only, a rule "
-    "callable, a callable running its own PRM, a reward-model path trl loads; trl's defaults (gradient checkpointing on)."
+    "callable, a callable running its own PRM, a reward-model path trl loads; trl's defaults (gradient checkpointing on). "
+    "`cls`: the trainer class (default LedgerGRPOTrainer; trl's GRPOTrainer for the plain run, as `make bench` times it)."
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForTokenClassification, AutoTokenizer
@@ -41,7 +42,7 @@ def user_run(tmp_path, declare=True, **extra):
                       **{"max_steps": 4, "save_strategy": "no", **extra.pop("args", {})},
                       model_init_kwargs={"attn_implementation": "eager", "dtype": torch.float32})
     funcs = [correct, charge_reward_model(step_quality, prm) if declare else step_quality, judge]
-    return LedgerGRPOTrainer(model=policy, reward_funcs=funcs, args=args, train_dataset=ds,
+    return (cls or LedgerGRPOTrainer)(model=policy, reward_funcs=funcs, args=args, train_dataset=ds,
                              peft_config=LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"), **extra)
 
 
