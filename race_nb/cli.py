@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet")):
         g = grid.add_parser(name, help=hlp)
         g.add_argument("runs_dir", help="a grid's runs folder, e.g. runs/demo")
+    tt = sub.add_parser("train-tiny", help="retrain the shipped tiny policies and scorers from their recipes")
+    tt.add_argument("names", nargs="*", help="tiny-s, tiny-m, tiny-l, prm, proxy_prm, judge (default: all)")
+    tt.add_argument("--ship", action="store_true", help="write the retrained weights into data/weights")
     card = sub.add_parser("card", help="print the compute card of a saved ledger (ledger.parquet)")
     card.add_argument("ledger", help="path of a ledger.parquet written by FlopsLedger.save")
     fl = sub.add_parser("flops", help="forward FLOPs per token of shipped architectures")
@@ -94,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "card":
             print(FlopsLedger.load(args.ledger).compute_card(title=f"compute card: {args.ledger}"))
+        elif args.command == "train-tiny":
+            from race_nb.rewards.prm import train_tiny
+            for label, path in train_tiny(args.names or None, ship=args.ship).items(): print(f"{label}: {path}")
         elif args.command == "flops":
             names = args.names or shipped_configs()
             print(per_token_table(names, context=args.context).to_string(float_format=lambda x: f"{x:.4g}"))

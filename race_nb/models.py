@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'ALPHABET', 'SPECIAL_TOKENS', 'MATH_SYSTEM_PROMPT', 'MODELS', 'TINY_POLICIES', 'check_alphabet',
            'char_tokenizer', 'load_tokenizer', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'is_offline',
            'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'generate', 'pass_at_1',
-           'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock', 'tiny_model', 'warm_start', 'torch_dtype',
-           'default_device', 'load_policy', 'warm_start_table']
+           'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock', 'tiny_model', 'warm_start_key',
+           'shipped_weights', 'warm_start', 'torch_dtype', 'default_device', 'load_policy', 'warm_start_table']
 
 # %% ../nbs/03_models.ipynb #cae7af15
 ALPHABET = "0123456789+-=#:Q \n"
@@ -251,14 +251,25 @@ def _train_warm(name: str, cfg: WarmStartConfig, out: Path, progress: bool) -> d
     (out / "warm_start.json").write_text(json.dumps(summary, indent=2))
     return summary
 
+def warm_start_key(name: str, cfg: WarmStartConfig) -> str:
+    "Hash of every input of a warm-start recipe (architecture, recipe, pretraining data spec, alphabet)."
+    return artifact_key(name, load_config(name), asdict(cfg), asdict(ARITH_SPECS["pretrain"]), ALPHABET)
+
+def shipped_weights(folder: str) -> Path | None:
+    "The shipped copy `data/weights/<folder>` of a trained tiny artifact (None when not shipped)."
+    from race_nb.core import project_root
+    p = project_root() / "data" / "weights" / folder
+    return p if (p / "warm_start.json").exists() and (p / "model.safetensors").exists() else None
+
 def warm_start(name: str, # tiny-s, tiny-m or tiny-l
                cfg: WarmStartConfig = WarmStartConfig(), # the recipe
                force: bool = False, # rebuild even when cached
                progress: bool = True, # show a progress bar
               ) -> Path:
-    "Folder of the warm-started policy `name` (built, with its time printed, when not cached)."
+    "Folder of the warm-started policy `name`: the shipped copy of its recipe, else the cache (built, with its time printed, when missing)."
     check_choice("tiny policy", name, TINY_POLICIES)
-    key = artifact_key(name, load_config(name), asdict(cfg), asdict(ARITH_SPECS["pretrain"]), ALPHABET)
+    key = warm_start_key(name, cfg)
+    if not force and (shipped := shipped_weights(f"{name}-{key}")) is not None: return shipped
     final = cache_dir() / "policies" / f"{name}-{key}"
     with file_lock(cache_dir() / "locks" / f"{final.name}.lock"):
         if (final / "warm_start.json").exists() and not force: return final

@@ -15,8 +15,9 @@ from ..models import ALPHABET, WarmStartConfig, warm_start, load_tokenizer, reso
 from .core import Reward, aggregate, arith_step_labels, register, AGGREGATIONS
 
 # %% auto #0
-__all__ = ['SCORER_RECIPES', 'NO_WORK', 'check_scorer_tasks', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'HFScorer',
-           'hf_scorer', 'prm', 'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy', 'save_tiny_hf_prm']
+__all__ = ['SCORER_RECIPES', 'NO_WORK', 'check_scorer_tasks', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'tiny_artifacts',
+           'train_tiny', 'HFScorer', 'hf_scorer', 'prm', 'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy',
+           'save_tiny_hf_prm']
 
 # %% ../../nbs/04_rewards.prm.ipynb #56d5b618
 SCORER_RECIPES = {
@@ -141,6 +142,34 @@ def tiny_scorer(kind: str):
     "The (cached) tiny step scorer `kind`, trained on first use."
     if kind not in _SCORERS: _SCORERS[kind] = TinyStepScorer(kind, progress=True)
     return _SCORERS[kind]
+
+# %% ../../nbs/04_rewards.prm.ipynb #1017e606
+def tiny_artifacts() -> dict:
+    "Every shipped tiny artifact: label -> (architecture, warm-start recipe)."
+    from race_nb.models import TINY_POLICIES
+    return {**{n: (n, WarmStartConfig()) for n in TINY_POLICIES}, **{k: (r["arch"], r["warm"]) for k, r in SCORER_RECIPES.items()}}
+
+def train_tiny(names=None, # labels of `tiny_artifacts` (default: all)
+               ship: bool = False, # copy the results into data/weights (replacing older versions of the same label)
+               progress: bool = True,
+              ) -> dict:
+    "Retrain tiny artifacts from their recipes (never from a shipped copy); return label -> folder written."
+    import shutil
+    from race_nb.core import project_root
+    from race_nb.models import warm_start_key
+    arts = tiny_artifacts()
+    out = {}
+    for label in names or arts:
+        arch, cfg = arts[check_choice("tiny artifact", label, tuple(arts))]
+        path = warm_start(arch, cfg, force=True, progress=progress)
+        if ship:
+            dest = project_root() / "data" / "weights" / path.name
+            if dest.resolve() != path.resolve():
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(path, dest, ignore=shutil.ignore_patterns("*.lock", "*.tmp"))
+            path = dest
+        out[label] = path
+    return out
 
 # %% ../../nbs/04_rewards.prm.ipynb #1a51ecf9
 def _scorer_class(arch: str):
