@@ -4,12 +4,16 @@
 
 # %% ../nbs/00_core.ipynb #f9d5a9b2
 from __future__ import annotations
-import math, os
+import math, os, warnings
 from numbers import Number
 from pathlib import Path
 
+# transformers and datasets import tqdm.auto, which warns in every Jupyter kernel without ipywidgets (cells, report
+# pages); its bars fall back to text, so the warning says nothing a reader can act on
+warnings.filterwarnings("ignore", message="IProgress not found")
+
 # %% auto #0
-__all__ = ['project_root', 'shipped_path', 'check_positive', 'check_choice']
+__all__ = ['QUIET_KERNEL', 'project_root', 'shipped_path', 'check_positive', 'check_choice', 'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -49,3 +53,19 @@ def check_choice(name: str, # argument name used in the message
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, choices))}")
     return value
+
+# %% ../nbs/00_core.ipynb #cfe69519
+QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise
+
+def run_notebook(src, # notebook to execute
+                 dst, # executed copy
+                 parameters: dict, # papermill parameters (only those the notebook declares are passed)
+                 cwd, # the kernel's working directory
+                 kernel: str = "race_nb", # Jupyter kernel
+                 **kwargs, # papermill.execute_notebook options (stdout_file, stderr_file, ...)
+                ):
+    "Execute `src` into `dst` with papermill, quietly."
+    import papermill as pm
+    declared = pm.inspect_notebook(str(src))
+    return pm.execute_notebook(str(src), str(dst), parameters={k: v for k, v in parameters.items() if k in declared},
+                               kernel_name=kernel, cwd=str(cwd), progress_bar=False, extra_arguments=list(QUIET_KERNEL), **kwargs)

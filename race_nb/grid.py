@@ -8,7 +8,7 @@ import contextlib, ctypes, dataclasses, fcntl, hashlib, itertools, json, logging
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
-from tqdm.auto import tqdm
+from tqdm import tqdm
 from .core import project_root, check_positive
 from .grpo import ARMS, CellConfig
 
@@ -208,7 +208,7 @@ def _papermill_params(params: dict, cell_dir: Path) -> dict:
 
 def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None) -> str:
     "Run one cell unless it is done (or failed and not retried); return its final status."
-    import papermill as pm
+    from race_nb.core import run_notebook
     cell_dir = Path(cell_dir).resolve()  # the kernel runs inside the cell folder: relative paths would nest
     if threads:  # the kernel inherits these: several cells on few cores must not oversubscribe them
         for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"): os.environ[v] = str(threads)
@@ -226,8 +226,8 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
         _attempt(cell_dir, "start")
         try:
             with open(cell_dir / "cell.log", "w") as logf:
-                pm.execute_notebook(str(template_path()), str(cell_dir / "out.ipynb"), parameters=_papermill_params(params, cell_dir),
-                                    kernel_name=kernel, cwd=str(cell_dir), progress_bar=False, stdout_file=logf, stderr_file=logf)
+                run_notebook(template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir), cell_dir, kernel,
+                             stdout_file=logf, stderr_file=logf)
             if valid_metrics(cell_dir) is None: raise RuntimeError("the cell notebook finished without a valid metrics.json")
         except Exception as e:  # any failure of the cell is recorded, not raised: the grid goes on
             err = dict(error=f"{type(e).__name__}: {e}"[:2000], traceback=traceback.format_exc()[-8000:])
@@ -251,13 +251,18 @@ def cell_threads(workers: int) -> int:
 
 def _run_local(todo: list, workers: int, retry_failed: bool) -> dict:
     out, threads = {}, cell_threads(workers)
-    if workers <= 1:
-        for d, p in tqdm(todo, desc="cells", unit="cell"): out[d.name] = run_one_cell(d, p, retry_failed, threads=threads)
-        return out
-    with ProcessPoolExecutor(workers, initializer=_die_with_parent) as ex:
-        futs = {ex.submit(run_one_cell, d, p, retry_failed, "race_nb", threads): d for d, p in todo}
-        for f in tqdm(as_completed(futs), total=len(futs), desc="cells", unit="cell"):
-            out[futs[f].name] = f.result()
+    bar = tqdm(total=len(todo), desc="cells", unit="cell")
+    def done(name, status):
+        out[name] = status
+        bar.update(1); bar.set_postfix(failed=sum(s == "failed" for s in out.values()), refresh=False)
+    try:
+        if workers <= 1:
+            for d, p in todo: done(d.name, run_one_cell(d, p, retry_failed, threads=threads))
+            return out
+        with ProcessPoolExecutor(workers, initializer=_die_with_parent) as ex:
+            futs = {ex.submit(run_one_cell, d, p, retry_failed, "race_nb", threads): d for d, p in todo}
+            for f in as_completed(futs): done(futs[f].name, f.result())
+    finally: bar.close()
     return out
 
 def _run_slurm(todo: list, folder: Path, retry_failed: bool, cluster: str | None, slurm: dict | None) -> dict:
@@ -315,13 +320,16 @@ def _cells(runs_dir) -> list[Path]:
     return sorted(p for p in runs_dir.iterdir() if p.is_dir() and (p / "params.yaml").exists())
 
 def grid_status(runs_dir) -> "pd.DataFrame":
-    "One row per cell: id, status, model, reward, arm, budget, seed, wall time, error."
+    "One row per cell: id, status (stale: marked running, but no live runner holds it), model, reward, arm, budget, seed, wall time, error."
     import pandas as pd
     rows = []
     for d in _cells(runs_dir):
         p, st = yaml.safe_load((d / "params.yaml").read_text()), read_status(d)
         status = st["status"]
         if status == "done" and valid_metrics(d) is None: status = "pending"
+        if status == "running":
+            with cell_lock(d) as free:  # a live runner holds the cell's lock; a dead one (kill -9) left only its status
+                if free: status = "stale"
         rows.append(dict(cell=d.name, status=status, model=p["model"], reward=p["reward"], arm=p["arm"], budget=p["budget"],
                          seed=p["seed"], wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error")))
     return pd.DataFrame(rows)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_grpo.ipynb #917791c9
 from __future__ import annotations
-import csv, dataclasses, functools, inspect, logging, math, os, time, warnings
+import contextlib, csv, dataclasses, functools, inspect, logging, math, os, time, warnings
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
@@ -138,7 +138,7 @@ class BudgetCallback(TrainerCallback):
         self.ledger, self.progress, self.bar = ledger, progress, None
 
     def on_train_begin(self, args, state, control, **kw):
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
         if self.progress and self.ledger.budget:
             self.bar = tqdm(total=self.ledger.budget, unit="FLOP", unit_scale=True, desc="GRPO budget", mininterval=2)
 
@@ -157,6 +157,13 @@ class LedgerCheckpointCallback(TrainerCallback):
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
         ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and ckpt.is_dir(): self.ledger.save(ckpt / "ledger.parquet")
+
+@contextlib.contextmanager
+def _quiet_deprecations():
+    "Silence transformers' gradient_checkpointing -> activation_checkpointing renames, which trl and peft call, not the user."
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
+        yield
 
 PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
 
@@ -287,7 +294,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
         elif budget is not None:
             if ledger.budget not in (None, float(budget)): raise ValueError(f"budget={budget:.4g} contradicts the ledger's budget {ledger.budget:.4g}")
             ledger.budget = float(check_positive("budget", budget))
-        super().__init__(*args, **kwargs)
+        with _quiet_deprecations(): super().__init__(*args, **kwargs)
         self.ledger, self.report_card = ledger, report_card
         self.policy_flops = policy_flops or ModelFlops.from_model(self.model)
         self.peak_flops = peak_flops_of(self.accelerator.device) if peak_flops == "auto" else peak_flops
@@ -442,7 +449,7 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
     if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
         self.ledger._events.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet").events)
         self._flos_seen = self.ledger.total
-    out = GRPOTrainer.train(self, resume_from_checkpoint, *args, **kwargs)
+    with _quiet_deprecations(): out = GRPOTrainer.train(self, resume_from_checkpoint, *args, **kwargs)
     if self.report_card and self.accelerator.is_main_process:
         card = self.ledger.compute_card(title=f"compute card: {self.state.global_step} step(s), output_dir {self.args.output_dir}")
         if self.uncharged: card += f"\n  charged 0 FLOPs (no model declared): {', '.join(self.uncharged)}"

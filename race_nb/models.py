@@ -8,7 +8,7 @@ import contextlib, fcntl, hashlib, json, logging, math, os, random, shutil, time
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 from .core import check_positive, check_choice, shipped_path
 from .data import ARITH_SPECS, arith_records, grade, teacher_solution
 from .flops import FlopsLedger, ModelFlops, load_config

@@ -178,11 +178,12 @@ def render_report(runs_dir, # a grid's runs folder
                   renderer: str = "auto", # "auto" (quarto when on PATH), "quarto" or "fallback"
                   kernel: str = "race_nb", # Jupyter kernel for papermill
                   full_dir=None, # runs folder of full-budget runs of the same configurations (the RACE page validates against it)
+                  workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
                  ) -> tuple[Path, str]:
     "Execute the report pages against `runs_dir` and render the site; return (index page, renderer used)."
-    import papermill as pm
-    from tqdm.auto import tqdm
-    from race_nb.core import check_choice
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from tqdm import tqdm
+    from race_nb.core import check_choice, run_notebook
     check_choice("renderer", renderer, ("auto", "quarto", "fallback"))
     runs_dir, out = Path(runs_dir).resolve(), Path(out)
     load_results(runs_dir)  # fails early, and writes results.parquet
@@ -194,8 +195,9 @@ def render_report(runs_dir, # a grid's runs folder
     executed = out / "_executed"
     executed.mkdir(exist_ok=True)
     src = project_root() / "nbs" / "report"
-    for stem, title in tqdm(pages, desc="report pages", unit="page"):
-        pm.execute_notebook(str(src / f"{stem}.ipynb"), str(executed / f"{stem}.ipynb"), parameters={"runs_dir": str(runs_dir), "full_dir": str(full_dir or "")},
-                            kernel_name=kernel, cwd=str(executed), progress_bar=False)
+    params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or "")}
+    with ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(pages)))) as ex:  # pages are independent
+        futs = [ex.submit(run_notebook, src / f"{stem}.ipynb", executed / f"{stem}.ipynb", params, executed, kernel) for stem, _ in pages]
+        for f in tqdm(as_completed(futs), total=len(futs), desc="report pages", unit="page"): f.result()
     (_quarto if renderer == "quarto" else _fallback)(executed, out, pages)
     return out / "index.html", renderer

@@ -68,6 +68,9 @@ def test_sigkill_mid_grid_then_resume(tmp_path):
     victim = root / before[before.status != "done"].cell.iloc[0]
     (victim / "metrics.json").write_text('{"pass1_id": 0.')
     time.sleep(2)  # orphaned kernels notice their parent died
+    dead = grid_status(root)  # no runner holds a lock now: what was running is shown as stale, not running
+    assert "running" not in set(dead.status)
+    assert (dead.status == "stale").sum() == before.status.isin(["running", "stale"]).sum()
     res = subprocess.run([RACE, "grid", "run", str(grid), "--runs", str(runs), "--workers", "2"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     st = grid_status(root)
