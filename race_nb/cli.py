@@ -126,14 +126,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {Path(args.runs_dir) / 'results.parquet'}: {len(df)} cells, {(df.status == 'done').sum()} done")
         elif args.command == "diagnose":
             from race_nb.race import diagnose_runs, format_regimes, validate, validation_summary
-            from race_nb.grid import aggregate
+            from race_nb.grid import aggregate, per_prompt_results
             print(format_regimes(diagnose_runs(args.runs_dir)))
             if args.full:
                 pilot, full = aggregate(args.runs_dir), aggregate(args.full)
-                tab, summary = validate(pilot, full, target=args.target)
-                print(f"\nvalidation of {args.target} against full-budget runs:\n" + tab.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+                pp = dict(pilot_prompts=per_prompt_results(args.runs_dir), full_prompts=per_prompt_results(args.full))
+                tab, summary = validate(pilot, full, target=args.target, **pp)
+                cols = ["model", "reward", "pilot_call", "pilot_contrast", "pilot_lo", "pilot_hi", "full_call", "full_contrast",
+                        "full_direction", "correct", "reward_heavy", "call_arm", "gain_vs_trl_default", "gain_vs_trl_default_lo",
+                        "gain_vs_trl_default_hi"]
+                print(f"\nvalidation of {args.target} against full-budget runs:\n" + tab.reindex(columns=cols).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
                 print("\n" + "\n".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in summary.items()))
-                print("\nevery target:\n" + validation_summary(pilot, full).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+                pf = pilot.flops_total.sum() / full.flops_total.sum()
+                print(f"\npilot FLOPs / full grid FLOPs: {pf:.1%}")
+                keys = ["target", "configurations", "decisive_calls", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
+                        "always_high_accuracy", "same_regime_rate"]
+                print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         elif args.command == "report":
             from race_nb.report import render_report
             index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full)

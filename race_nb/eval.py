@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata as md, json, os, platform, time
 from pathlib import Path
 import torch
+from .core import atomic_path, write_atomic
 from .flops import FlopsLedger
 from .grpo import CellConfig, _dataset, build_trainer, policy_flops
 from .models import cache_dir, artifact_key, file_lock, format_prompt, generate, load_policy
@@ -14,8 +15,8 @@ from .data import grade
 from .rewards import make_reward
 
 # %% auto #0
-__all__ = ['TARGETS', 'evaluate', 'warm_baseline', 'versions', 'write_json', 'cell_metrics', 'train_cell', 'finish_cell',
-           'run_cell']
+__all__ = ['TARGETS', 'evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'train_cell',
+           'finish_cell', 'run_cell']
 
 # %% ../nbs/06_eval.ipynb #88e2233a
 TARGETS = ("native_reward", "pass1_id", "pass1_ood", "judge")
@@ -33,7 +34,7 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
              ledger: FlopsLedger | None = None, # where evaluation FLOPs go (component eval)
              step: int = 0, # step number recorded with the eval events
             ) -> dict:
-    "All targets of a policy: native reward, pass@1 on eval_id and eval_ood, judge score."
+    "All targets of a policy: native reward, pass@1 on eval_id and eval_ood, judge score; `per_prompt`: each target's value per prompt."
     from race_nb.flops import ModelFlops
     mf = ModelFlops.from_model(model)  # the loaded checkpoint (with its adapter, when trained), counted from itself
     out, t0 = {}, time.time()
@@ -41,8 +42,9 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
     prompts = {k: [format_prompt(cfg.model, tok, r["prompt"]) for r in recs] for k, recs in sets.items()}
     kw = dict(max_new_tokens=cfg.eval_max_new_tokens, batch_size=128)
     greedy = {k: _generate_charged(model, tok, prompts[k], ledger, step, mf, f"greedy_{k}", greedy=True, **kw) for k in sets}
+    per = {}
     for k, recs in sets.items():
-        out[f"pass1_{k}"] = sum(grade(c, r["answer"], r["task"]) for c, r in zip(greedy[k], recs)) / len(recs)
+        per[f"pass1_{k}"] = [float(grade(c, r["answer"], r["task"])) for c, r in zip(greedy[k], recs)]
     sampled = _generate_charged(model, tok, prompts["id"], ledger, step, mf, "sampled_id", greedy=False, seed=cfg.seed + 1, **kw)
     cols = dict(answer=[r["answer"] for r in sets["id"]], task=[r["task"] for r in sets["id"]], question=[r["prompt"] for r in sets["id"]])
     for name, settings, comps, key in ((cfg.reward, cfg.reward_settings, sampled, "native_reward"),
@@ -50,7 +52,8 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
         r = make_reward(name, **settings)
         r.check_tasks(set(cols["task"]))
         r.ledger, r.component, r.step = ledger, "eval", step
-        out[key] = sum(r(prompts["id"], comps, **cols)) / len(comps)
+        per[key] = r(prompts["id"], comps, **cols)
+    out.update({k: sum(v) / len(v) for k, v in per.items()}, per_prompt=per)  # same prompts in every cell: comparisons pair
     out["eval_seconds"] = time.time() - t0
     out["mean_completion_chars"] = sum(map(len, sampled)) / len(sampled)
     return out
@@ -68,7 +71,7 @@ def warm_baseline(cfg: CellConfig) -> dict:
         if path.exists(): return json.loads(path.read_text())
         from race_nb.grpo import load_cell_policy
         model, tok = load_cell_policy(cfg)  # evaluated where the cell trains (bf16 on a GPU)
-        res = evaluate(model, tok, cfg)
+        res = {k: v for k, v in evaluate(model, tok, cfg).items() if k != "per_prompt"}
         path.write_text(json.dumps(res))
     return res
 
@@ -80,11 +83,14 @@ def versions() -> dict:
 
 def write_json(path, obj) -> Path:
     "Write JSON atomically (temporary file, then rename)."
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=float))
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(obj, indent=2, default=float))
+
+def write_per_prompt(path, per_prompt: dict) -> Path:
+    "Each target's value per evaluation prompt (columns target, prompt, value), written atomically."
+    import pandas as pd
+    df = pd.DataFrame([dict(target=t, prompt=i, value=float(v)) for t, vals in per_prompt.items() for i, v in enumerate(vals)])
+    with atomic_path(path) as tmp: df.to_parquet(tmp, index=False)
+    return Path(path)
 
 def cell_metrics(cfg: CellConfig, ledger: FlopsLedger, targets: dict, baseline: dict, steps: int, train_seconds: float) -> dict:
     "The metrics.json record of a finished cell."
@@ -109,13 +115,14 @@ def train_cell(cfg: CellConfig, out_dir) -> tuple:
     return trainer, trainer.ledger, time.time() - t0
 
 def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: float, out_dir) -> dict:
-    "Evaluate the trained policy, then write metrics.json, ledger.parquet and the adapter."
+    "Evaluate the trained policy, then write metrics.json, per_prompt.parquet (each target per evaluation prompt), ledger.parquet and the adapter."
     out_dir = Path(out_dir)
     model = trainer.model
     targets = evaluate(model, trainer.processing_class, cfg, ledger, step=trainer.state.global_step)
     metrics = cell_metrics(cfg, ledger, targets, warm_baseline(cfg), trainer.state.global_step, train_seconds)
     model.save_pretrained(out_dir / "adapter")
     ledger.save(out_dir / "ledger.parquet")
+    write_per_prompt(out_dir / "per_prompt.parquet", targets["per_prompt"])
     write_json(out_dir / "metrics.json", metrics)
     return metrics
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 import pandas as pd
 from fastcore.basics import patch
-from .core import check_positive, check_choice, shipped_path
+from .core import atomic_path, check_positive, check_choice, shipped_path
 
 # %% auto #0
 __all__ = ['ATTN', 'MLP', 'LINEARS', 'REQUIRED_FIELDS', 'SUPPORTED_MODEL_TYPES', 'CHECKS', 'TINY_CHECK_CONFIGS', 'COMPONENTS',
@@ -470,9 +470,7 @@ def _save(self: FlopsLedger, path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
     meta = {**(table.schema.metadata or {}), b"race_nb": json.dumps({"budget": self.budget}).encode()}
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table.replace_schema_metadata(meta), tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp: pq.write_table(table.replace_schema_metadata(meta), tmp)
     return path
 
 def _load(cls, path) -> FlopsLedger:

@@ -9,15 +9,15 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
 from tqdm import tqdm
-from .core import project_root, check_positive
+from .core import atomic_path, check_positive, project_root, write_atomic
 from .grpo import ARMS, CellConfig
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'STATUSES', 'TEMPLATE', 'METRIC_COLUMNS', 'GridError', 'load_grid', 'cell_id',
-           'plan_grid', 'format_plan', 'write_atomic', 'read_status', 'set_status', 'valid_metrics', 'cell_lock',
-           'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate']
+           'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'cell_lock', 'template_path',
+           'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "fixed", "axes", "budgets", "seeds")
@@ -154,14 +154,6 @@ def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:
 
 # %% ../nbs/07_grid.ipynb #3c6f457c
 STATUSES = ("pending", "running", "done", "failed")
-
-def write_atomic(path, text: str) -> Path:
-    "Write text atomically (temporary file in the same folder, then rename)."
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
 
 def read_status(cell_dir) -> dict:
     "The status record of a cell (pending when there is none or it is unreadable)."
@@ -354,6 +346,16 @@ def aggregate(runs_dir, # a grid's runs folder
         rows.append(row)
     df = pd.DataFrame(rows)
     if write and len(df):
-        tmp = Path(runs_dir) / ".results.parquet.tmp"
-        df.to_parquet(tmp, index=False); tmp.replace(Path(runs_dir) / "results.parquet")
+        with atomic_path(Path(runs_dir) / "results.parquet") as tmp: df.to_parquet(tmp, index=False)
     return df
+
+def per_prompt_results(runs_dir, # a grid's runs folder
+                       cells=None, # cell ids to read (default: every done cell)
+                      ) -> "pd.DataFrame":
+    "Each done cell's per-prompt values (cell, target, prompt, value); empty when no cell saved them (runs older than the file)."
+    import pandas as pd
+    done = set(cells) if cells is not None else {d.name for d in _cells(runs_dir)
+                                                  if read_status(d)["status"] == "done" and valid_metrics(d) is not None}
+    parts = [pd.read_parquet(d / "per_prompt.parquet").assign(cell=d.name) for d in _cells(runs_dir)
+             if d.name in done and (d / "per_prompt.parquet").exists()]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["target", "prompt", "value", "cell"])

@@ -14,7 +14,8 @@ from .grpo import ARMS, DEFAULT_ARM
 
 # %% auto #0
 __all__ = ['PILOT_ARMS', 'FITS', 'RULE_REWARDS', 'REGIMES', 'pilot_grid', 'fit_curve', 'predict_curve', 'loo_errors',
-           'select_fit', 'best_rho', 'Thresholds', 'diagnose', 'synthetic_results', 'validate', 'validation_summary',
+           'select_fit', 'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval', 'update_call',
+           'diagnose', 'synthetic_results', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
            'target_disagreement', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
@@ -82,8 +83,10 @@ class Thresholds:
     rho_split: float = 0.5 # best rho at or above: update-heavy; below: search-heavy
     reward_share: float = 0.25 # reward FLOP share at the best arm that makes feedback cost a driver
     min_shift: float = 0.05 # how much lower than the rule-based sibling the optimum must be
-    n_boot: int = 200 # bootstrap resamples
+    n_boot: int = 200 # bootstrap resamples (fit regimes)
     seed: int = 0 # bootstrap seed
+    alpha: float = 0.05 # the update call abstains when the (1 - alpha) interval of the contrast covers 0
+    n_boot_contrast: int = 2000 # bootstrap resamples of the contrast (prompts x seeds)
 
 RULE_REWARDS = ("sparse", "structured", "dense")
 REGIMES = ("update-heavy", "search-heavy", "reward-heavy", "undetermined", "insufficient data")
@@ -119,12 +122,83 @@ def _usable(results: pd.DataFrame, target: str) -> pd.DataFrame:
     ok = results[(results.status == "done") & results[target].notna() & results.rho.notna()]
     return ok
 
+# %% ../nbs/08_race.ipynb #50c63ae8
+def rho_prime(results: pd.DataFrame) -> pd.Series:
+    "Update fraction without reward FLOPs, L / (S + L), per cell (rho where search/learning FLOPs are missing)."
+    if not {"flops_search", "flops_learning"} <= set(results.columns): return results.rho
+    sl = results.flops_search + results.flops_learning
+    return (results.flops_learning / sl).where(sl > 0, results.rho)
+
+def arm_values(g: pd.DataFrame, # done cells of one configuration
+               target: str, # target column
+               per_prompt: pd.DataFrame | None = None, # per-prompt values (cell, target, prompt, value)
+              ) -> tuple[list, list, np.ndarray]:
+    "(arms, seeds, V[arm, seed, prompt]) of one configuration; NaN where a cell is missing; one 'prompt' without per-prompt values."
+    arms, seeds = sorted(g.arm.unique()), sorted(g.seed.unique())
+    pp = None
+    if per_prompt is not None and len(per_prompt):
+        pp = per_prompt[(per_prompt.target == target) & per_prompt.cell.isin(g.cell)]
+        if pp.cell.nunique() < len(g): pp = None  # some cells lack per-prompt values: compare cell means instead
+    P = int(pp.prompt.max()) + 1 if pp is not None else 1
+    V = np.full((len(arms), len(seeds), P), np.nan)
+    for r in g.itertuples():
+        a, s = arms.index(r.arm), seeds.index(r.seed)
+        if pp is None: V[a, s, 0] = getattr(r, target)
+        else:
+            v = pp[pp.cell == r.cell]
+            V[a, s, v.prompt.to_numpy(int)] = v.value.to_numpy(float)
+    return arms, seeds, V
+
+def _paired_diff(V: np.ndarray, hi: list[int], lo: list[int]) -> np.ndarray:
+    "D[seed, prompt]: mean over the `hi` arms minus mean over the `lo` arms; seeds lacking either side dropped."
+    with np.errstate(all="ignore"), __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore", RuntimeWarning)
+        D = np.nanmean(V[hi], axis=0) - np.nanmean(V[lo], axis=0)
+    return D[~np.isnan(D).all(axis=1)]
+
+def paired_interval(D: np.ndarray, # [seed, prompt] differences
+                    th: "Thresholds", # alpha, n_boot_contrast, seed
+                   ) -> tuple[float, float, float]:
+    "Mean of D and its (1 - alpha) bootstrap interval, resampling seeds and prompts together (NaN interval when nothing varies)."
+    if D.size == 0: return (float("nan"),) * 3
+    est = float(np.nanmean(D))
+    S, P = D.shape
+    if S * P < 2: return est, float("nan"), float("nan")
+    rng = np.random.default_rng(th.seed)
+    boots = np.empty(th.n_boot_contrast)
+    for b in range(th.n_boot_contrast):
+        sub = D[rng.integers(0, S, S)] if S > 1 else D
+        boots[b] = np.nanmean(sub[:, rng.integers(0, P, P)]) if P > 1 else np.nanmean(sub)
+    lo, hi = np.nanquantile(boots, [th.alpha / 2, 1 - th.alpha / 2])
+    return est, float(lo), float(hi)
+
+def update_call(g: pd.DataFrame, # done cells of one configuration
+                target: str,
+                per_prompt: pd.DataFrame | None = None,
+                th: "Thresholds" = None,
+               ) -> dict:
+    "The paper's call for one configuration and target: high-update, low-update or abstain, with the paired contrast."
+    th = th or Thresholds()
+    arm_rho = g.assign(rho_p=rho_prime(g)).groupby("arm").rho_p.mean().sort_values()
+    k = len(arm_rho) // 2
+    low, high = list(arm_rho.index[:k]), list(arm_rho.index[len(arm_rho) - k:])
+    arms, seeds, V = arm_values(g, target, per_prompt)
+    est, lo, hi = paired_interval(_paired_diff(V, [arms.index(a) for a in high], [arms.index(a) for a in low]), th) if k else (float("nan"),) * 3
+    call = "high-update" if lo > 0 else "low-update" if hi < 0 else "abstain"
+    side = high if call == "high-update" else low if call == "low-update" else list(arm_rho.index)
+    means = g.groupby("arm")[target].mean()
+    share = float((g.flops_reward.fillna(0) / g.flops_total).mean())
+    return dict(call=call, contrast=est, contrast_lo=lo, contrast_hi=hi, low_arms=",".join(low), high_arms=",".join(high),
+                paired="prompts x seeds" if V.shape[2] > 1 else "seeds", n_prompts=V.shape[2], n_seeds=len(seeds),
+                reward_heavy=share >= th.reward_share, call_arm=means[side].idxmax())
+
 # %% ../nbs/08_race.ipynb #70bcb9dc
 def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
              targets=("native_reward", "pass1_id", "pass1_ood", "judge"), # targets to diagnose
              th: Thresholds = Thresholds(), # regime thresholds
+             per_prompt: pd.DataFrame | None = None, # per-prompt values (`grid.per_prompt_results`): pairs the update call over prompts
             ) -> pd.DataFrame:
-    "Regime table: one row per configuration and target, with fit, best rho, recommended arm, regime and confidence."
+    "Regime table: per configuration and target, the paper's update call (`update_call`) and the fit's regime, best rho and confidence."
     rows = []
     for target in targets:
         ok = _usable(results, target)
@@ -148,7 +222,7 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
                     max((directional.count(r) for r in REGIMES[:3]), default=0))
             mean = g.groupby("arm")[[target, "rho"]].mean()
             rec = (mean[target].idxmax() if call["fit"] == "constant" else mean.rho.sub(call["best_rho"]).abs().idxmin())
-            rows.append(dict(base, **call, confidence=same / th.n_boot, recommended_arm=rec,
+            rows.append(dict(base, **update_call(g, target, per_prompt, th), **call, confidence=same / th.n_boot, recommended_arm=rec,
                              best_observed_arm=mean[target].idxmax()))
     return pd.DataFrame(rows)
 
@@ -167,14 +241,37 @@ def synthetic_results(curves: dict, # (model, reward) -> function of rho giving 
             for s in range(seeds):
                 rr = r * (1 - share) + rng.normal(0, 0.005)
                 rows.append(dict(cell=f"{model}-{reward}-{arm}-{s}", status="done", model=model, reward=reward, arm=arm, seed=s,
-                                 rho=rr, flops_total=1e12, flops_reward=share * 1e12, **{target: f(rr) + rng.normal(0, noise)}))
+                                 rho=rr, flops_total=1e12, flops_reward=share * 1e12, flops_learning=rr * 1e12,
+                                 flops_search=(1 - rr - share) * 1e12, **{target: f(rr) + rng.normal(0, noise)}))
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #c689aabf
+def cohen_kappa(a, b) -> float:
+    "Cohen's kappa of two label sequences (NaN when chance agreement is total)."
+    a, b = list(a), list(b)
+    if not a: return float("nan")
+    labels = sorted(set(a) | set(b))
+    po = np.mean([x == y for x, y in zip(a, b)])
+    pe = sum(a.count(l) / len(a) * b.count(l) / len(b) for l in labels)
+    return float((po - pe) / (1 - pe)) if pe < 1 else float("nan")
+
+def call_validation(tab: pd.DataFrame) -> dict:
+    "Accuracy on decisive pilot calls, coverage, agreement and kappa, from `validate`'s table."
+    if not len(tab): return dict(decisive_calls=0, coverage=float("nan"), accuracy_decisive=float("nan"))
+    dec = tab[tab.pilot_call != "abstain"]
+    return dict(decisive_calls=len(dec), coverage=len(dec) / len(tab),
+                accuracy_decisive=float((dec.pilot_call == dec.full_direction).mean()) if len(dec) else float("nan"),
+                agreement_with_full_call=float((tab.pilot_call == tab.full_call).mean()),
+                kappa=cohen_kappa(dec.pilot_call, dec.full_direction),
+                always_high_accuracy=float((tab.full_direction == "high-update").mean()))
+
 def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", th: Thresholds = Thresholds(),
-             n_boot: int = 1000) -> tuple[pd.DataFrame, dict]:
-    "Per validation configuration: pilot vs full regime and the recommended arm's improvement; plus the summary."
-    p, f = diagnose(pilot, (target,), th), diagnose(full, (target,), th)
+             n_boot: int = 1000,
+             pilot_prompts: pd.DataFrame | None = None, # per-prompt values of the pilot's cells
+             full_prompts: pd.DataFrame | None = None, # per-prompt values of the full grid's cells (pairs the gains)
+            ) -> tuple[pd.DataFrame, dict]:
+    "Per configuration: the pilot's update call against the full grid's, the fit regimes, the recommended arm's paired gains; plus the summary."
+    p, f = diagnose(pilot, (target,), th, pilot_prompts), diagnose(full, (target,), th, full_prompts)
     okf = _usable(full, target)
     rng, rows = np.random.default_rng(th.seed), []
     for _, pr in p.iterrows():
@@ -184,21 +281,24 @@ def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", 
         arm_rho = g.groupby("arm").rho.mean()
         base = {"lowest_rho": arm_rho.idxmin(), "highest_rho": arm_rho.idxmax(), "trl_default": DEFAULT_ARM}
         full_mean = g.groupby("arm")[target].mean()
-        row = dict(model=pr.model, reward=pr.reward, pilot_regime=pr.regime, pilot_confidence=pr.confidence,
+        fc = fr.iloc[0]
+        full_dir = "high-update" if fc.contrast > 0 else "low-update" if fc.contrast < 0 else "none"
+        row = dict(model=pr.model, reward=pr.reward, pilot_call=pr.call, pilot_contrast=pr.contrast, pilot_lo=pr.contrast_lo,
+                   pilot_hi=pr.contrast_hi, full_call=fc.call, full_contrast=fc.contrast, full_lo=fc.contrast_lo, full_hi=fc.contrast_hi,
+                   full_direction=full_dir, correct=pr.call == full_dir, reward_heavy=bool(pr.reward_heavy), call_arm=pr.call_arm,
+                   pilot_regime=pr.regime, pilot_confidence=pr.confidence,
                    full_regime=fr.regime.iloc[0], full_confidence=fr.confidence.iloc[0], same_regime=pr.regime == fr.regime.iloc[0],
                    recommended_arm=pr.recommended_arm, full_best_arm=full_mean.idxmax(),
                    rec_is_full_best=pr.recommended_arm == full_mean.idxmax())
-        rec = g[g.arm == pr.recommended_arm][target].to_numpy()
-        for name, arm in base.items():
-            other = g[g.arm == arm][target].to_numpy()
-            if len(rec) == 0 or len(other) == 0: row[f"gain_vs_{name}"] = float("nan"); continue
-            boots = [rng.choice(rec, len(rec)).mean() - rng.choice(other, len(other)).mean() for _ in range(n_boot)]
-            row[f"gain_vs_{name}"] = rec.mean() - other.mean()
-            row[f"gain_vs_{name}_lo"], row[f"gain_vs_{name}_hi"] = np.quantile(boots, [0.05, 0.95])
+        arms, _, V = arm_values(g, target, full_prompts)
+        for name, arm in base.items():  # the pilot's call arm on the full grid vs a fixed choice, paired over prompts and seeds
+            if pr.call_arm not in arms or arm not in arms: row[f"gain_vs_{name}"] = float("nan"); continue
+            row[f"gain_vs_{name}"], row[f"gain_vs_{name}_lo"], row[f"gain_vs_{name}_hi"] = paired_interval(
+                _paired_diff(V, [arms.index(pr.call_arm)], [arms.index(arm)]), th)
         rows.append(row)
     tab = pd.DataFrame(rows)
     rate = lambda col: float(tab[col].mean()) if len(tab) else float("nan")
-    summary = dict(configurations=len(tab), same_regime_rate=rate("same_regime"), recommended_is_full_best=rate("rec_is_full_best"),
+    summary = dict(configurations=len(tab), **call_validation(tab), same_regime_rate=rate("same_regime"), recommended_is_full_best=rate("rec_is_full_best"),
                    directional_pilot_calls=int(tab.pilot_regime.isin(REGIMES[:3]).sum()) if len(tab) else 0,
                    **{f"mean_gain_vs_{b}": float(tab[f"gain_vs_{b}"].mean()) for b in ("lowest_rho", "highest_rho", "trl_default")
                       if f"gain_vs_{b}" in tab})
@@ -206,9 +306,11 @@ def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", 
 
 # %% ../nbs/08_race.ipynb #29f86bbc
 def validation_summary(pilot: pd.DataFrame, full: pd.DataFrame, targets=("native_reward", "pass1_id", "pass1_ood", "judge"),
-                       th: Thresholds = Thresholds()) -> pd.DataFrame:
+                       th: Thresholds = Thresholds(), pilot_prompts: pd.DataFrame | None = None,
+                       full_prompts: pd.DataFrame | None = None) -> pd.DataFrame:
     "One `validate` summary row per target (targets missing from the results are skipped)."
-    rows = [dict(target=t, **validate(pilot, full, t, th)[1]) for t in targets if t in pilot.columns and t in full.columns]
+    rows = [dict(target=t, **validate(pilot, full, t, th, pilot_prompts=pilot_prompts, full_prompts=full_prompts)[1])
+            for t in targets if t in pilot.columns and t in full.columns]
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #900a3d73
@@ -225,12 +327,16 @@ def target_disagreement(results: pd.DataFrame, targets=("native_reward", "pass1_
 def diagnose_runs(runs_dir, targets=("native_reward", "pass1_id", "pass1_ood", "judge"), th: Thresholds = Thresholds()) -> pd.DataFrame:
     "Regime table of a grid's runs folder."
     from pathlib import Path
-    from race_nb.grid import aggregate
+    from race_nb.grid import aggregate, per_prompt_results
     p = Path(runs_dir) / "results.parquet"
     res = pd.read_parquet(p) if p.exists() else aggregate(runs_dir)
-    return diagnose(res, targets, th)
+    return diagnose(res, targets, th, per_prompt_results(runs_dir))
 
 def format_regimes(tab: pd.DataFrame) -> str:
     "The regime table as text."
-    cols = ["model", "reward", "target", "n_cells", "fit", "best_rho", "regime", "confidence", "recommended_arm"]
-    return tab.reindex(columns=cols).to_string(index=False, float_format=lambda x: f"{x:.2f}")
+    t = tab.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "-" for lo, hi in zip(tab.get("contrast_lo", np.nan * tab.n_cells),
+                                                                                                tab.get("contrast_hi", np.nan * tab.n_cells))])
+    cols = ["model", "reward", "target", "n_cells", "call", "contrast", "interval", "paired", "reward_heavy", "call_arm",
+            "fit", "best_rho", "regime", "confidence"]
+    return t.reindex(columns=cols).rename(columns={"regime": "fit_regime", "confidence": "fit_conf"}).to_string(
+        index=False, float_format=lambda x: f"{x:.2f}")
