@@ -76,7 +76,7 @@ def summarise(results) -> str:
 def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> int:
     "The README's main job: run grids/demo.yaml, aggregate, diagnose with RACE, render the report, summarise."
     import time
-    from race_nb.grid import aggregate, run_grid
+    from race_nb.grid import aggregate, per_prompt_results, run_grid
     from race_nb.race import diagnose, format_regimes
     from race_nb.report import render_report
     t0 = time.time()
@@ -84,7 +84,8 @@ def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> 
     res = aggregate(root)
     print(f"\nresults: {root / 'results.parquet'} ({(res.status == 'done').sum()}/{len(res)} cells done)")
     print(summarise(res))
-    print("\nRACE regimes (pilot):\n" + format_regimes(diagnose(res, targets=("pass1_id", "judge"))))
+    print("\nRACE (pilot): high- vs low-update call per configuration, contrast paired over the evaluation prompts\n"
+          + format_regimes(diagnose(res, targets=("pass1_id", "judge"), per_prompt=per_prompt_results(root))))
     index, renderer = render_report(root, out)
     print(f"\nreport ({renderer}): {index.resolve()}")
     print(f"race demo finished in {time.time() - t0:.0f} s")

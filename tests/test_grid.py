@@ -119,7 +119,8 @@ def test_bad_grid_fails_before_anything_is_written(tmp_path, text, msg):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("name,n", [("demo", 8), ("tiny", 120), ("paper", 180), ("validation", 8), ("tiny-pilot", 60)])
+@pytest.mark.parametrize("name,n", [("demo", 8), ("tiny", 120), ("paper", 180), ("validation", 8), ("tiny-pilot", 60),
+                                    ("race-pilot", 24), ("race-full", 72)])
 def test_shipped_grids_validate(name, n):
     g = load_grid(project_root() / "grids" / f"{name}.yaml")
     assert len(g["cells"]) == n and len({c["id"] for c in g["cells"]}) == n
@@ -132,3 +133,14 @@ def test_tiny_pilot_is_a_cheap_pilot_of_tiny():
     assert {key(c) for c in pilot["cells"]} == {key(c) for c in full["cells"]}
     share = sum(c["params"]["budget"] for c in pilot["cells"]) / sum(c["params"]["budget"] for c in full["cells"])
     assert share <= 0.15, share
+
+
+def test_race_validation_pilot_is_independent_and_cheap():
+    "The validation pilot: the full grid's configurations, its extreme arms, seeds of its own, at most 15% of the FLOPs."
+    pilot, full = (load_grid(project_root() / "grids" / f"{n}.yaml") for n in ("race-pilot", "race-full"))
+    conf = lambda c: (c["params"]["model"], c["params"]["reward"])
+    assert {conf(c) for c in pilot["cells"]} == {conf(c) for c in full["cells"]}
+    assert not {c["params"]["seed"] for c in pilot["cells"]} & {c["params"]["seed"] for c in full["cells"]}
+    share = sum(c["params"]["budget"] for c in pilot["cells"]) / sum(c["params"]["budget"] for c in full["cells"])
+    assert share <= 0.15, share
+    assert all(c["params"]["n_eval"] >= 1000 for c in pilot["cells"] + full["cells"])

@@ -52,7 +52,7 @@ def test_fallback_report(runs, tmp_path):
     assert "too small for one step" in compute  # with their error
     assert "ratio" in (site / "method.html").read_text()
     race = (site / "race.html").read_text()
-    assert "Validated against the full-budget runs" in race and "same_regime_rate" in race  # --full reaches the RACE page
+    assert "Validated against the full-budget runs" in race and "accuracy_decisive" in race  # --full reaches the RACE page
 
 
 @pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not installed on this machine (its installer needs the internet)")
