@@ -13,10 +13,11 @@ from .core import check_choice, check_positive
 from .grpo import ARMS, DEFAULT_ARM
 
 # %% auto #0
-__all__ = ['PILOT_ARMS', 'FITS', 'RULE_REWARDS', 'REGIMES', 'pilot_grid', 'fit_curve', 'predict_curve', 'loo_errors',
-           'select_fit', 'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval', 'update_call',
-           'diagnose', 'synthetic_results', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
-           'target_disagreement', 'diagnose_runs', 'format_regimes']
+__all__ = ['PILOT_ARMS', 'FITS', 'RULE_REWARDS', 'REGIMES', 'PAPER', 'MODEL_REWARDS', 'pilot_grid', 'fit_curve', 'predict_curve',
+           'loo_errors', 'select_fit', 'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval',
+           'update_call', 'diagnose', 'synthetic_results', 'cohen_kappa', 'call_validation', 'validate',
+           'validation_summary', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
+           'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -321,6 +322,86 @@ def target_disagreement(results: pd.DataFrame, targets=("native_reward", "pass1_
     for (model, reward), g in done.groupby(["model", "reward"]):
         best = {t: g.groupby("arm")[t].mean().idxmax() for t in targets if t in g and g[t].notna().any()}
         rows.append(dict(model=model, reward=reward, **best, targets_disagree=len(set(best.values())) > 1))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/08_race.ipynb #87aff0d6
+PAPER = dict(rho_rule=0.72, rho_model=0.445) # arXiv 2607.13389 (as its summaries report it)
+MODEL_REWARDS = ("proxy_prm", "prm")
+
+def _boot_best(g: pd.DataFrame, target: str, rng, n_boot: int) -> np.ndarray:
+    "Bootstrap of rho* (realised rho of the arm with the best mean target), resampling each arm's cells."
+    by_arm = {a: (d[target].to_numpy(float), d.rho.to_numpy(float)) for a, d in g.groupby("arm")}
+    out = np.empty(n_boot)
+    for b in range(n_boot):
+        draws = {a: rng.integers(0, len(y), len(y)) for a, (y, _) in by_arm.items()}
+        best = max(by_arm, key=lambda a: by_arm[a][0][draws[a]].mean())
+        out[b] = by_arm[best][1][draws[best]].mean()
+    return out
+
+def shift_test(results: pd.DataFrame, # done cells of a grid with rule-based and model-based rewards
+               target: str = "native_reward", # the paper's claim is on the native reward
+               n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "Per configuration: winning arm and rho* with an interval; per kind of feedback: mean rho*, and rule minus model, beside the paper."
+    ok = _usable(results, target)
+    rng, rows, boots = np.random.default_rng(seed), [], {}
+    for (model, reward), g in ok.groupby(["model", "reward"]):
+        mean = g.groupby("arm")[[target, "rho"]].mean()
+        b = _boot_best(g, target, rng, n_boot)
+        boots[(model, reward)] = b
+        lo, hi = np.quantile(b, [alpha / 2, 1 - alpha / 2])
+        rows.append(dict(model=model, reward=reward, feedback="rule-based" if reward in RULE_REWARDS else "model-based",
+                         best_arm=mean[target].idxmax(), rho_star=mean.rho[mean[target].idxmax()], lo=lo, hi=hi, n_cells=len(g)))
+    per = pd.DataFrame(rows)
+    kinds = []
+    for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
+        keys = [(r.model, r.reward) for r in per.itertuples() if r.feedback == fb]
+        if not keys: continue
+        b = np.mean([boots[k] for k in keys], axis=0)
+        kinds.append(dict(feedback=fb, configurations=len(keys), rho_star=per[per.feedback == fb].rho_star.mean(),
+                          lo=np.quantile(b, alpha / 2), hi=np.quantile(b, 1 - alpha / 2), paper=paper))
+    rule = [k for k in boots if k[1] in RULE_REWARDS]; mdl = [k for k in boots if k[1] not in RULE_REWARDS]
+    if rule and mdl:
+        d = np.mean([boots[k] for k in rule], axis=0) - np.mean([boots[k] for k in mdl], axis=0)
+        kinds.append(dict(feedback="rule minus model", configurations=len(rule) + len(mdl),
+                          rho_star=per[per.reward.isin(RULE_REWARDS)].rho_star.mean() - per[~per.reward.isin(RULE_REWARDS)].rho_star.mean(),
+                          lo=np.quantile(d, alpha / 2), hi=np.quantile(d, 1 - alpha / 2), paper=PAPER["rho_rule"] - PAPER["rho_model"]))
+    return per, pd.DataFrame(kinds)
+
+def argmax_frequencies(results: pd.DataFrame, targets=("pass1_id", "judge"), per_prompt: pd.DataFrame | None = None,
+                       n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
+    "How often each arm wins each target per configuration, resampling seeds (and prompts when per-prompt values exist)."
+    rng, rows = np.random.default_rng(seed), []
+    for target in targets:
+        ok = _usable(results, target)
+        for (model, reward), g in ok.groupby(["model", "reward"]):
+            arms, seeds, V = arm_values(g, target, per_prompt)
+            S, P = V.shape[1:]
+            wins = np.zeros(len(arms))
+            for _ in range(n_boot):
+                sub = V[:, rng.integers(0, S, S)][:, :, rng.integers(0, P, P)]
+                with np.errstate(all="ignore"): wins[np.nanargmax(np.nanmean(sub, axis=(1, 2)))] += 1
+            point = np.nanmean(V, axis=(1, 2))
+            rows += [dict(model=model, reward=reward, target=target, arm=a, freq=w / n_boot, point_best=a == arms[int(np.nanargmax(point))])
+                     for a, w in zip(arms, wins)]
+    return pd.DataFrame(rows)
+
+def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None = None, rewards=("dense",) + MODEL_REWARDS,
+                         n_boot: int = 500, seed: int = 0, holds_at: float = 0.8) -> pd.DataFrame:
+    "The paper's pattern per dense/PRM configuration: pass@1 won by a high-update arm, the judge by an interior (medium-update) arm."
+    freq = argmax_frequencies(results[results.reward.isin(rewards)], ("pass1_id", "judge"), per_prompt, n_boot, seed)
+    rows = []
+    for (model, reward), f in freq.groupby(["model", "reward"]):
+        g = results[(results.model == model) & (results.reward == reward) & (results.status == "done")]
+        order = list(g.assign(rp=rho_prime(g)).groupby("arm").rp.mean().sort_values().index)
+        high, interior = order[len(order) - len(order) // 2:], order[1:-1]
+        p1, j = f[f.target == "pass1_id"], f[f.target == "judge"]
+        p_high, p_mid = p1[p1.arm.isin(high)].freq.sum(), j[j.arm.isin(interior)].freq.sum()
+        b1, bj = p1[p1.point_best].arm.iloc[0], j[j.point_best].arm.iloc[0]
+        verdict = ("holds" if p_high >= holds_at and p_mid >= holds_at else
+                   "contradicted" if min(p_high, p_mid) <= 1 - holds_at else "not enough data")
+        rows.append(dict(model=model, reward=reward, pass1_best=b1, p_pass1_high=p_high, judge_best=bj, p_judge_interior=p_mid,
+                         verdict=verdict))
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #67a2f9e9
