@@ -17,7 +17,7 @@ __all__ = ['PILOT_ARMS', 'FITS', 'RULE_REWARDS', 'REGIMES', 'PAPER', 'MODEL_REWA
            'loo_errors', 'select_fit', 'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval',
            'update_call', 'diagnose', 'synthetic_results', 'cohen_kappa', 'call_validation', 'validate',
            'validation_summary', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
-           'diagnose_runs', 'format_regimes']
+           'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -402,6 +402,52 @@ def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None 
                    "contradicted" if min(p_high, p_mid) <= 1 - holds_at else "not enough data")
         rows.append(dict(model=model, reward=reward, pass1_best=b1, p_pass1_high=p_high, judge_best=bj, p_judge_interior=p_mid,
                          verdict=verdict))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/08_race.ipynb #fccf4fe2
+def size_bought(results: pd.DataFrame, # done cells (model, reward, arm, budget, seed, n, prompts_per_step, steps)
+                events: pd.DataFrame, # their ledger events with a `cell` column (`report.load_ledgers`)
+               ) -> pd.DataFrame:
+    "Per model, budget and arm (mean over rewards and seeds): what the budget bought."
+    done = results[results.status == "done"]
+    ev = events[events.cell.isin(done.cell)]
+    gen = ev[(ev.component == "search") & (ev.phase == "generate")].groupby("cell")
+    upd = ev[(ev.component == "learning") & (ev.phase == "update")].groupby("cell")
+    per = done.set_index("cell").assign(cycles=gen.size(), rollout_tokens=gen.useful_tokens.sum(), trained_tokens=upd.useful_tokens.sum())
+    per["rollouts"] = per.cycles * per.prompts_per_step * per.n
+    cols = ["cycles", "rollouts", "rollout_tokens", "trained_tokens", "steps"]
+    return per.groupby(["model", "budget", "arm"])[cols].mean().rename(columns={"steps": "optimizer_steps"}).reset_index()
+
+def _size_order(models) -> list:
+    "Policies from smallest to largest by parameter count."
+    from race_nb.grpo import policy_flops
+    return sorted(models, key=lambda m: policy_flops(m).n_params)
+
+def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: pd.DataFrame | None = None,
+                  th: Thresholds = Thresholds(), sizes: list | None = None) -> pd.DataFrame:
+    "Per reward system, budget and pair of sizes: the larger policy's best arm minus the smaller's, paired over prompts and seeds."
+    ok = _usable(results, target)
+    rows = []
+    for (reward, budget), g in ok.groupby(["reward", "budget"]):
+        order = sizes or _size_order(g.model.unique())
+        best = {}
+        for m in order:
+            gm = g[g.model == m]
+            if gm.empty: continue
+            mean = gm.groupby("arm")[target].mean()
+            warm = gm[f"{target}_warm"].mean() if f"{target}_warm" in gm else float("nan")
+            best[m] = (mean.idxmax(), gm[gm.arm == mean.idxmax()], warm)
+        present = [m for m in order if m in best]
+        for small, large in zip(present, present[1:]):
+            (a_s, g_s, w_s), (a_l, g_l, w_l) = best[small], best[large]
+            both = pd.concat([g_s.assign(arm="small"), g_l.assign(arm="large")])
+            both = both.assign(seed=both.groupby("arm").cumcount())  # the two sizes' runs are paired by rank, not by seed value
+            arms, _, V = arm_values(both, target, per_prompt)
+            est, lo, hi = paired_interval(_paired_diff(V, [arms.index("large")], [arms.index("small")]), th)
+            rows.append(dict(reward=reward, budget=budget, smaller=small, larger=large, smaller_arm=a_s, larger_arm=a_l,
+                             smaller_best=g_s[target].mean(), larger_best=g_l[target].mean(), smaller_gain=g_s[target].mean() - w_s,
+                             larger_gain=g_l[target].mean() - w_l, larger_minus_smaller=est, lo=lo, hi=hi,
+                             verdict="larger wins" if lo > 0 else "smaller wins" if hi < 0 else "no difference shown"))
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #67a2f9e9
