@@ -331,6 +331,7 @@ MODEL_REWARDS = ("proxy_prm", "prm")
 def _boot_best(g: pd.DataFrame, target: str, rng, n_boot: int) -> np.ndarray:
     "Bootstrap of rho* (realised rho of the arm with the best mean target), resampling each arm's cells."
     by_arm = {a: (d[target].to_numpy(float), d.rho.to_numpy(float)) for a, d in g.groupby("arm")}
+    if min(len(y) for y, _ in by_arm.values()) < 2: return np.full(n_boot, np.nan)  # one seed per arm: no interval
     out = np.empty(n_boot)
     for b in range(n_boot):
         draws = {a: rng.integers(0, len(y), len(y)) for a, (y, _) in by_arm.items()}
@@ -349,7 +350,7 @@ def shift_test(results: pd.DataFrame, # done cells of a grid with rule-based and
         mean = g.groupby("arm")[[target, "rho"]].mean()
         b = _boot_best(g, target, rng, n_boot)
         boots[(model, reward)] = b
-        lo, hi = np.quantile(b, [alpha / 2, 1 - alpha / 2])
+        lo, hi = np.quantile(b, [alpha / 2, 1 - alpha / 2]) if np.isfinite(b).all() else (np.nan, np.nan)
         rows.append(dict(model=model, reward=reward, feedback="rule-based" if reward in RULE_REWARDS else "model-based",
                          best_arm=mean[target].idxmax(), rho_star=mean.rho[mean[target].idxmax()], lo=lo, hi=hi, n_cells=len(g)))
     per = pd.DataFrame(rows)
@@ -359,13 +360,15 @@ def shift_test(results: pd.DataFrame, # done cells of a grid with rule-based and
         if not keys: continue
         b = np.mean([boots[k] for k in keys], axis=0)
         kinds.append(dict(feedback=fb, configurations=len(keys), rho_star=per[per.feedback == fb].rho_star.mean(),
-                          lo=np.quantile(b, alpha / 2), hi=np.quantile(b, 1 - alpha / 2), paper=paper))
+                          lo=np.nanquantile(b, alpha / 2) if np.isfinite(b).all() else np.nan,
+                          hi=np.nanquantile(b, 1 - alpha / 2) if np.isfinite(b).all() else np.nan, paper=paper))
     rule = [k for k in boots if k[1] in RULE_REWARDS]; mdl = [k for k in boots if k[1] not in RULE_REWARDS]
     if rule and mdl:
         d = np.mean([boots[k] for k in rule], axis=0) - np.mean([boots[k] for k in mdl], axis=0)
         kinds.append(dict(feedback="rule minus model", configurations=len(rule) + len(mdl),
                           rho_star=per[per.reward.isin(RULE_REWARDS)].rho_star.mean() - per[~per.reward.isin(RULE_REWARDS)].rho_star.mean(),
-                          lo=np.quantile(d, alpha / 2), hi=np.quantile(d, 1 - alpha / 2), paper=PAPER["rho_rule"] - PAPER["rho_model"]))
+                          lo=np.quantile(d, alpha / 2) if np.isfinite(d).all() else np.nan,
+                          hi=np.quantile(d, 1 - alpha / 2) if np.isfinite(d).all() else np.nan, paper=PAPER["rho_rule"] - PAPER["rho_model"]))
     return per, pd.DataFrame(kinds)
 
 def argmax_frequencies(results: pd.DataFrame, targets=("pass1_id", "judge"), per_prompt: pd.DataFrame | None = None,
@@ -382,8 +385,8 @@ def argmax_frequencies(results: pd.DataFrame, targets=("pass1_id", "judge"), per
                 sub = V[:, rng.integers(0, S, S)][:, :, rng.integers(0, P, P)]
                 with np.errstate(all="ignore"): wins[np.nanargmax(np.nanmean(sub, axis=(1, 2)))] += 1
             point = np.nanmean(V, axis=(1, 2))
-            rows += [dict(model=model, reward=reward, target=target, arm=a, freq=w / n_boot, point_best=a == arms[int(np.nanargmax(point))])
-                     for a, w in zip(arms, wins)]
+            rows += [dict(model=model, reward=reward, target=target, arm=a, freq=w / n_boot, point_best=a == arms[int(np.nanargmax(point))],
+                          units=S * P) for a, w in zip(arms, wins)]  # units: seeds x prompts resampled (1: nothing varies)
     return pd.DataFrame(rows)
 
 def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None = None, rewards=("dense",) + MODEL_REWARDS,
@@ -398,7 +401,7 @@ def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None 
         p1, j = f[f.target == "pass1_id"], f[f.target == "judge"]
         p_high, p_mid = p1[p1.arm.isin(high)].freq.sum(), j[j.arm.isin(interior)].freq.sum()
         b1, bj = p1[p1.point_best].arm.iloc[0], j[j.point_best].arm.iloc[0]
-        verdict = ("holds" if p_high >= holds_at and p_mid >= holds_at else
+        verdict = ("not enough data" if f.units.min() < 2 else "holds" if p_high >= holds_at and p_mid >= holds_at else
                    "contradicted" if min(p_high, p_mid) <= 1 - holds_at else "not enough data")
         rows.append(dict(model=model, reward=reward, pass1_best=b1, p_pass1_high=p_high, judge_best=bj, p_judge_interior=p_mid,
                          verdict=verdict))

@@ -14,7 +14,8 @@ from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
 __all__ = ['COLORS', 'PAPER_CLAIM', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_table',
-           'plot_frontiers', 'plot_pilot_vs_full', 'reward_shift', 'report_pages', 'render_report']
+           'plot_frontiers', 'plot_pilot_vs_full', 'reward_shift', 'paper_claims', 'grid_axes', 'report_pages',
+           'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -139,6 +140,75 @@ def reward_shift(results: pd.DataFrame, target: str = "pass1_id") -> tuple[pd.Da
     kind["paper"] = [PAPER_CLAIM[k] for k in kind.index]
     return best, kind
 
+# %% ../nbs/09_report.ipynb #ab538a77
+def _fmt_ci(v, lo, hi, digits=2) -> str:
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else f"{v:.{digits}f}"
+
+def paper_claims(results: pd.DataFrame, # the grid's results
+                 per_prompt: pd.DataFrame | None = None, # its per-prompt values (`grid.per_prompt_results`)
+                 full: pd.DataFrame | None = None, # full-budget results to validate RACE against (this grid is the pilot)
+                 full_prompts: pd.DataFrame | None = None,
+                ) -> pd.DataFrame:
+    "One row per claim of the paper: what it says, what this grid measured (95% intervals), and a verdict."
+    from race_nb.race import shift_test, disagreement_pattern, size_coupling, validate, RULE_REWARDS
+    done = results[results.status == "done"]
+    rows = []
+    def add(claim, paper, here, verdict): rows.append(dict(claim=claim, paper=paper, here=here, verdict=verdict))
+    rule, model = done.reward.isin(RULE_REWARDS), ~done.reward.isin(RULE_REWARDS)
+    if len(done) and done.native_reward.notna().any():
+        per, kinds = shift_test(done)
+        k = kinds.set_index("feedback")
+        for fb, paper in (("rule-based", 0.72), ("model-based", 0.445)):
+            if fb in k.index:
+                r = k.loc[fb]
+                add(f"best rho on the native reward, {fb} feedback", f"{paper:.3g}", _fmt_ci(r.rho_star, r.lo, r.hi),
+                    "not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
+                    "reproduced" if r.lo <= paper <= r.hi else "not reproduced")
+            else: add(f"best rho on the native reward, {fb} feedback", f"{paper:.3g}", "-", "not enough data (no such reward here)")
+        if "rule minus model" in k.index:
+            r = k.loc["rule minus model"]
+            add("model-based feedback moves the best rho down (rule minus model)", "0.275", _fmt_ci(r.rho_star, r.lo, r.hi),
+                "not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
+                "reproduced" if r.lo > 0 else "not reproduced" if r.hi < 0 else "not enough data (interval covers 0)")
+        else: add("model-based feedback moves the best rho down (rule minus model)", "0.275", "-", "not enough data (needs both kinds)")
+    pat = disagreement_pattern(done, per_prompt) if {"pass1_id", "judge"} <= set(done.columns) and done.reward.isin(("dense", "proxy_prm", "prm")).any() else None
+    if pat is not None and len(pat):
+        counts = pat.verdict.value_counts()
+        here = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "contradicted", "not enough data"))
+        add("targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)", "holds", f"{len(pat)} configurations: {here}",
+            "reproduced" if counts.get("holds", 0) > len(pat) / 2 else "not reproduced" if counts.get("contradicted", 0) > len(pat) / 2 else "not enough data")
+    else: add("targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)", "holds", "-", "not enough data (no dense or PRM runs)")
+    if done.model.nunique() > 1:
+        sc = size_coupling(done, "pass1_id", per_prompt)
+        arms_differ = sum(r.smaller_arm != r.larger_arm for r in sc.itertuples())
+        add("model size and allocation are coupled at a fixed budget (best arm per size)", "coupled",
+            f"{len(sc)} size pairs: larger wins {(sc.verdict == 'larger wins').sum()}, smaller wins {(sc.verdict == 'smaller wins').sum()}; best arm differs in {arms_differ}",
+            "reproduced" if arms_differ > 0 else "not reproduced")
+    else: add("model size and allocation are coupled at a fixed budget (best arm per size)", "coupled", "-", "not enough data (one policy size)")
+    if full is not None:
+        vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
+        add("RACE's pilot names the regime (pass@1, decisive calls)", "same-regime rate 1.0",
+            f"accuracy {s['accuracy_decisive']:.2f} on {s['decisive_calls']} calls, coverage {s['coverage']:.2f}, kappa {s.get('kappa', float('nan')):.2f}",
+            "reproduced" if s["decisive_calls"] and s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 else
+            "not enough data" if not s["decisive_calls"] else "not reproduced")
+        g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
+        pos = int((vt.get("gain_vs_trl_default_lo", pd.Series(dtype=float)) > 0).sum())
+        add("no guaranteed held-out gain from the recommended arm", "not guaranteed",
+            f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos} of {len(g)} configurations" if len(g) else "-",
+            "reproduced" if len(g) and pos < len(g) else "not reproduced" if len(g) else "not enough data")
+    else: add("RACE's pilot names the regime (pass@1, decisive calls)", "same-regime rate 1.0", "-",
+              "not enough data (no full-budget runs: race report RUNS --full FULL)")
+    return pd.DataFrame(rows)
+
+def grid_axes(runs_dir) -> pd.DataFrame:
+    "The grid as a table: one row per axis (and fixed settings, budgets, seeds) with its values."
+    spec = yaml.safe_load((Path(runs_dir) / "grid.yaml").read_text())
+    rows = [dict(axis=k, values=", ".join(map(str, v))) for k, v in (spec.get("axes") or {}).items()]
+    rows.append(dict(axis="budgets (FLOPs)", values=", ".join(f"{float(b):.2g}" for b in spec.get("budgets", []))))
+    rows.append(dict(axis="seeds", values=", ".join(map(str, spec.get("seeds", [])))))
+    rows += [dict(axis=f"fixed: {k}", values=str(v)) for k, v in (spec.get("fixed") or {}).items()]
+    return pd.DataFrame(rows)
+
 # %% ../nbs/09_report.ipynb #493f62cf
 def report_pages() -> list[tuple[str, str]]:
     "(page stem, title) of every report page, in the navigation order of `_quarto.yml`."
@@ -150,13 +220,26 @@ def _nav(pages, current: str) -> str:
                      for s, t in pages)
     return f'<nav style="padding:0.6em 1em;border-bottom:1px solid #ccc;font-family:sans-serif;background:#f7f7f7">{links}</nav>'
 
+def _for_readers(nb, title: str | None = None):
+    "An executed page as a reader sees it: no stderr streams (warnings, progress bars); with `title`, the front matter becomes a heading."
+    import nbformat
+    for c in nb.cells:
+        if c.cell_type == "code": c.outputs = [o for o in c.get("outputs", []) if not (o.output_type == "stream" and o.name == "stderr")]
+    if title is not None:
+        nb.cells = [c for c in nb.cells if not (c.cell_type == "raw" and c.source.lstrip().startswith("---"))]
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {title}"))
+    return nb
+
 def _fallback(executed: Path, out: Path, pages) -> None:
-    "nbconvert HTML, code hidden, with a navigation bar."
+    "nbconvert HTML, code hidden, with a navigation bar; front matter as the page's heading, no stderr."
     import nbformat
     from nbconvert import HTMLExporter
     exp = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     for stem, title in pages:
-        body, _ = exp.from_notebook_node(nbformat.read(executed / f"{stem}.ipynb", as_version=4))
+        nb = nbformat.read(executed / f"{stem}.ipynb", as_version=4)
+        fm = next((c.source for c in nb.cells if c.cell_type == "raw" and c.source.lstrip().startswith("---")), "")
+        page_title = (yaml.safe_load(fm.strip().strip("-")) or {}).get("title", title) if fm else title
+        body, _ = exp.from_notebook_node(_for_readers(nb, page_title))
         body = re.sub(r"<title>.*?</title>", f"<title>{html.escape(title)} - race_nb report</title>", body, count=1, flags=re.S)
         body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _nav(pages, stem), body, count=1)
         (out / f"{stem}.html").write_text(body, encoding="utf-8")
@@ -165,7 +248,8 @@ def _quarto(executed: Path, out: Path, pages) -> None:
     "quarto render on a project of the executed pages."
     proj = executed / "_quarto_project"
     shutil.rmtree(proj, ignore_errors=True); proj.mkdir()
-    for stem, _ in pages: shutil.copy(executed / f"{stem}.ipynb", proj / f"{stem}.ipynb")
+    import nbformat
+    for stem, _ in pages: nbformat.write(_for_readers(nbformat.read(executed / f"{stem}.ipynb", as_version=4)), proj / f"{stem}.ipynb")
     q = yaml.safe_load((project_root() / "_quarto.yml").read_text())
     q["project"].update({"output-dir": str(out.resolve()), "render": [f"{s}.ipynb" for s, _ in pages]})
     for item in q["website"]["navbar"]["left"]: item["href"] = Path(item["href"]).name
