@@ -13,9 +13,9 @@ from .core import project_root
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'PAPER_CLAIM', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_table',
-           'plot_frontiers', 'plot_pilot_vs_full', 'reward_shift', 'paper_claims', 'grid_axes', 'report_pages',
-           'render_report']
+__all__ = ['COLORS', 'REWARD_COLORS', 'PAPER_CLAIM', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute',
+           'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'reward_shift', 'paper_claims',
+           'grid_axes', 'report_pages', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -67,7 +67,7 @@ def plot_compute(results: pd.DataFrame, ax=None):
         else: ax.text(i, 0, r.status.upper(), rotation=90, ha="center", va="bottom", fontsize=8, color="red")
     ax.set_xticks(range(len(df)), label(df), rotation=75, fontsize=7)
     ax.set(ylabel="FLOPs", title="Compute per cell (numbers: realised rho)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: never over the bars
     return ax
 
 # %% ../nbs/09_report.ipynb #e63ad7f1
@@ -79,23 +79,37 @@ def frontier_table(results: pd.DataFrame, target: str) -> pd.DataFrame:
     t["best"] = t.groupby(["model", "reward"])["mean"].transform("max") == t["mean"]
     return t
 
+def frontier_pivot(results: pd.DataFrame, target: str) -> pd.DataFrame:
+    "The frontier for people: one row per configuration, one column per arm (ordered by rho), 'mean ± sd' over seeds, the best arm starred."
+    t = frontier_table(results, target)
+    order = t.groupby("arm").rho.mean().sort_values().index
+    cell = lambda r: f"{r['mean']:.3f}" + (f" ± {r.sd:.3f}" if np.isfinite(r.sd) else "") + (" *" if r.best else "")
+    out = t.assign(v=t.apply(cell, axis=1)).pivot(index=["model", "reward"], columns="arm", values="v").reindex(columns=order)
+    out.columns = [f"{a} (rho {t[t.arm == a].rho.mean():.2f})" for a in out.columns]
+    return out
+
+REWARD_COLORS = dict(sparse="#1b9e77", structured="#66a61e", dense="#7570b3", proxy_prm="#e6ab02", prm="#d95f02")
+
 def plot_frontiers(results: pd.DataFrame, targets=("native_reward", "pass1_id", "pass1_ood", "judge")):
-    "Each target against realised rho, one panel per target and model, one line per reward system; the best arm circled."
+    "Each target against realised rho: one row per target (shared y), one column per model (shared x), one line per reward system; best arm circled."
     import matplotlib.pyplot as plt
     models = sorted(results.model.unique())
-    fig, axes = plt.subplots(len(targets), len(models), figsize=(3.6 * len(models), 2.6 * len(targets)), squeeze=False)
+    fig, axes = plt.subplots(len(targets), len(models), figsize=(4.6 * len(models) + 1.6, 2.9 * len(targets)), squeeze=False,
+                             sharex=True, sharey="row")
     for i, t in enumerate(targets):
         ft = frontier_table(results, t)
         for j, m in enumerate(models):
             ax = axes[i, j]
             for rw, g in ft[ft.model == m].groupby("reward"):
                 g = g.sort_values("rho")
-                ax.errorbar(g.rho, g["mean"], yerr=g.sd.fillna(0), marker="o", ms=4, capsize=2, label=rw)
+                ax.errorbar(g.rho, g["mean"], yerr=g.sd.fillna(0), marker="o", ms=4, capsize=2, label=rw, color=REWARD_COLORS.get(rw))
                 b = g[g.best]
                 ax.scatter(b.rho, b["mean"], s=140, facecolors="none", edgecolors="black")
-            ax.set(title=f"{m}: {t}", xlabel="realised rho" if i == len(targets) - 1 else "")
+            ax.set(title=f"{m}: {t}" if i == 0 else t, xlabel="realised rho" if i == len(targets) - 1 else "", xlim=(0, 1))
+            ax.grid(alpha=0.3)
             if j == 0: ax.set_ylabel(t)
-    axes[0, -1].legend(fontsize=7)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.98), title="reward", fontsize=8)
     fig.tight_layout()
     return fig
 
