@@ -401,7 +401,8 @@ def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None 
         p1, j = f[f.target == "pass1_id"], f[f.target == "judge"]
         p_high, p_mid = p1[p1.arm.isin(high)].freq.sum(), j[j.arm.isin(interior)].freq.sum()
         b1, bj = p1[p1.point_best].arm.iloc[0], j[j.point_best].arm.iloc[0]
-        verdict = ("not enough data" if f.units.min() < 2 else "holds" if p_high >= holds_at and p_mid >= holds_at else
+        verdict = ("not enough data" if f.units.min() < 2 or len(order) < 3 else  # no resampling, or no interior arm to peak at
+                   "holds" if p_high >= holds_at and p_mid >= holds_at else
                    "contradicted" if min(p_high, p_mid) <= 1 - holds_at else "not enough data")
         rows.append(dict(model=model, reward=reward, pass1_best=b1, p_pass1_high=p_high, judge_best=bj, p_judge_interior=p_mid,
                          verdict=verdict))
