@@ -41,7 +41,7 @@ nbtest: setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/nbdev_test --do_print --timing
 
 pytest: setup
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=12 tests
 
 export: setup
 	$(BIN)/nbdev_export

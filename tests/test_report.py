@@ -45,6 +45,9 @@ def test_fallback_report(runs, tmp_path):
         errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
         assert not errors, (stem, errors)
         assert "def " not in page or "<pre" not in page.split("def ")[0][-50:]  # code is hidden
+        text = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", page, flags=re.S)  # what a reader sees, not the page's CSS and JS
+        for bad in ("Warning", "Traceback", "jupyter.stderr", "skip_exec", "title: "):  # no warnings, stderr or raw front matter
+            assert bad not in text, (stem, bad, text[max(0, text.find(bad) - 300):text.find(bad) + 200])
     for stem in ("compute", "frontiers", "shift", "race"):  # every figure present, embedded
         assert 'src="data:image/png;base64,' in (site / f"{stem}.html").read_text(), stem
     compute = (site / "compute.html").read_text()
@@ -53,6 +56,8 @@ def test_fallback_report(runs, tmp_path):
     assert "ratio" in (site / "method.html").read_text()
     race = (site / "race.html").read_text()
     assert "Validated against the full-budget runs" in race and "accuracy_decisive" in race  # --full reaches the RACE page
+    index = (site / "index.html").read_text()
+    assert "What this grid found about the paper" in index and "not enough data" in index  # the claims table, honest about gaps
 
 
 @pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not installed on this machine (its installer needs the internet)")
