@@ -375,6 +375,7 @@ def argmax_frequencies(results: pd.DataFrame, targets=("pass1_id", "judge"), per
                        n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
     "How often each arm wins each target per configuration, resampling seeds (and prompts when per-prompt values exist)."
     rng, rows = np.random.default_rng(seed), []
+    if results.empty: return pd.DataFrame(columns=["model", "reward", "target", "arm", "freq", "point_best", "units"])
     for target in targets:
         ok = _usable(results, target)
         for (model, reward), g in ok.groupby(["model", "reward"]):
@@ -394,6 +395,7 @@ def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None 
     "The paper's pattern per dense/PRM configuration: pass@1 won by a high-update arm, the judge by an interior (medium-update) arm."
     freq = argmax_frequencies(results[results.reward.isin(rewards)], ("pass1_id", "judge"), per_prompt, n_boot, seed)
     rows = []
+    if freq.empty: return pd.DataFrame(columns=["model", "reward", "pass1_best", "p_pass1_high", "judge_best", "p_judge_interior", "verdict"])
     for (model, reward), f in freq.groupby(["model", "reward"]):
         g = results[(results.model == model) & (results.reward == reward) & (results.status == "done")]
         order = list(g.assign(rp=rho_prime(g)).groupby("arm").rp.mean().sort_values().index)

@@ -18,15 +18,15 @@ MICRO = """name: {name}
 fixed: {{n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4}}
 axes:
   model: [tiny-s]
-  arm: [n8-m8, n8-m4]
+  arm: {arms}
 budgets: {budgets}
 seeds: {seeds}
 """
 
 
-def micro(tmp_path, name, budgets="[3.0e10]", seeds="[0, 1]"):
+def micro(tmp_path, name, budgets="[3.0e10]", seeds="[0, 1]", arms="[n8-m8, n8-m4]"):
     p = tmp_path / f"{name}.yaml"
-    p.write_text(MICRO.format(name=name, budgets=budgets, seeds=seeds))
+    p.write_text(MICRO.format(name=name, budgets=budgets, seeds=seeds, arms=arms))
     return p
 
 
@@ -96,7 +96,7 @@ def test_failing_cell_is_recorded_and_others_finish(tmp_path):
 
 
 def test_submitit_local_executor(tmp_path):
-    root = run_grid(micro(tmp_path, "slurm", seeds="[0]"), runs_root=tmp_path / "runs", executor="slurm", cluster="local",
+    root = run_grid(micro(tmp_path, "slurm", seeds="[0]", arms="[n8-m8]"), runs_root=tmp_path / "runs", executor="slurm", cluster="local",
                     slurm={"timeout_min": 20})
     assert (grid_status(root).status == "done").all()
     assert (root / "_submitit").is_dir()
