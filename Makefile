@@ -18,9 +18,9 @@ setup: $(STAMP)
 
 $(STAMP): settings.ini setup.py pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -qq --upgrade pip
+	$(BIN)/python -m pip install -qq "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -qq -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name race_nb --display-name "race_nb" >/dev/null
 	@touch $(STAMP)
 	@echo "race_nb environment ready in $(VENV) (kernel: race_nb)"

@@ -421,9 +421,13 @@ class FlopsLedger:
 # %% ../nbs/01_flops.ipynb #8833dd2f
 def _totals(self: FlopsLedger, useful: bool = False) -> dict:
     "FLOPs per component (executed, or useful when `useful`), every component present."
-    key, out = ("useful_flops" if useful else "flops"), dict.fromkeys(COMPONENTS, 0.0)
-    for e in self._events: out[e["component"]] += e[key]
-    return out
+    # running sums: the ledger is append-only, and the trainer asks for totals every step (budget, logs, total_flos)
+    key, sums = ("useful_flops" if useful else "flops"), self.__dict__.setdefault("_sums", {})
+    n, out = sums.get(key, (0, None))
+    if out is None or n > len(self._events): n, out = 0, dict.fromkeys(COMPONENTS, 0.0)
+    for e in self._events[n:]: out[e["component"]] += e[key]
+    sums[key] = (len(self._events), out)
+    return dict(out)
 
 def _total(self: FlopsLedger) -> float:
     "Executed FLOPs inside the budget (search + learning + reward)."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_race.ipynb #d932e94b
 from __future__ import annotations
-import math
+import math, warnings
 from dataclasses import dataclass, asdict
 import numpy as np
 import pandas as pd
@@ -142,18 +142,19 @@ def arm_values(g: pd.DataFrame, # done cells of one configuration
         if pp.cell.nunique() < len(g): pp = None  # some cells lack per-prompt values: compare cell means instead
     P = int(pp.prompt.max()) + 1 if pp is not None else 1
     V = np.full((len(arms), len(seeds), P), np.nan)
+    by_cell = dict(tuple(pp.groupby("cell"))) if pp is not None else {}
     for r in g.itertuples():
         a, s = arms.index(r.arm), seeds.index(r.seed)
         if pp is None: V[a, s, 0] = getattr(r, target)
         else:
-            v = pp[pp.cell == r.cell]
+            v = by_cell[r.cell]
             V[a, s, v.prompt.to_numpy(int)] = v.value.to_numpy(float)
     return arms, seeds, V
 
 def _paired_diff(V: np.ndarray, hi: list[int], lo: list[int]) -> np.ndarray:
     "D[seed, prompt]: mean over the `hi` arms minus mean over the `lo` arms; seeds lacking either side dropped."
-    with np.errstate(all="ignore"), __import__("warnings").catch_warnings():
-        __import__("warnings").simplefilter("ignore", RuntimeWarning)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a (seed, prompt) with no arm of one side is NaN, then dropped
         D = np.nanmean(V[hi], axis=0) - np.nanmean(V[lo], axis=0)
     return D[~np.isnan(D).all(axis=1)]
 
@@ -267,14 +268,13 @@ def call_validation(tab: pd.DataFrame) -> dict:
                 always_high_accuracy=float((tab.full_direction == "high-update").mean()))
 
 def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", th: Thresholds = Thresholds(),
-             n_boot: int = 1000,
              pilot_prompts: pd.DataFrame | None = None, # per-prompt values of the pilot's cells
              full_prompts: pd.DataFrame | None = None, # per-prompt values of the full grid's cells (pairs the gains)
             ) -> tuple[pd.DataFrame, dict]:
     "Per configuration: the pilot's update call against the full grid's, the fit regimes, the recommended arm's paired gains; plus the summary."
     p, f = diagnose(pilot, (target,), th, pilot_prompts), diagnose(full, (target,), th, full_prompts)
     okf = _usable(full, target)
-    rng, rows = np.random.default_rng(th.seed), []
+    rows = []
     for _, pr in p.iterrows():
         fr = f[(f.model == pr.model) & (f.reward == pr.reward)]
         g = okf[(okf.model == pr.model) & (okf.reward == pr.reward)]

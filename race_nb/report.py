@@ -13,9 +13,9 @@ from .core import project_root
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'PAPER_CLAIM', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute',
-           'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'reward_shift', 'paper_claims',
-           'grid_axes', 'report_pages', 'render_report']
+__all__ = ['COLORS', 'REWARD_COLORS', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_table',
+           'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'report_pages',
+           'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -141,19 +141,6 @@ def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "p
     fig.tight_layout()
     return fig
 
-# %% ../nbs/09_report.ipynb #63c0c5d5
-PAPER_CLAIM = {"rule-based": 0.72, "model-based": 0.445} # arXiv 2607.13389, as reported by its summaries
-
-def reward_shift(results: pd.DataFrame, target: str = "pass1_id") -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Best rho per model and reward system, and per kind of feedback next to the paper's claim."
-    from race_nb.race import RULE_REWARDS
-    ft = frontier_table(results, target)
-    best = ft[ft.best].groupby(["model", "reward"]).agg(best_arm=("arm", "first"), best_rho=("rho", "mean"), best=("mean", "mean")).reset_index()
-    best["feedback"] = np.where(best.reward.isin(RULE_REWARDS), "rule-based", "model-based")
-    kind = best.groupby("feedback").best_rho.agg(["mean", "count"]).rename(columns={"mean": "best_rho_here", "count": "configurations"})
-    kind["paper"] = [PAPER_CLAIM[k] for k in kind.index]
-    return best, kind
-
 # %% ../nbs/09_report.ipynb #ab538a77
 def _fmt_ci(v, lo, hi, digits=2) -> str:
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else f"{v:.{digits}f}"
@@ -164,7 +151,7 @@ def paper_claims(results: pd.DataFrame, # the grid's results
                  full_prompts: pd.DataFrame | None = None,
                 ) -> pd.DataFrame:
     "One row per claim of the paper: what it says, what this grid measured (95% intervals), and a verdict."
-    from race_nb.race import shift_test, disagreement_pattern, size_coupling, validate, RULE_REWARDS
+    from race_nb.race import shift_test, disagreement_pattern, size_coupling, validate, RULE_REWARDS, PAPER
     done = results[results.status == "done"]
     rows = []
     def add(claim, paper, here, verdict): rows.append(dict(claim=claim, paper=paper, here=here, verdict=verdict))
@@ -172,7 +159,7 @@ def paper_claims(results: pd.DataFrame, # the grid's results
     if len(done) and done.native_reward.notna().any():
         per, kinds = shift_test(done)
         k = kinds.set_index("feedback")
-        for fb, paper in (("rule-based", 0.72), ("model-based", 0.445)):
+        for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
             if fb in k.index:
                 r = k.loc[fb]
                 add(f"best rho on the native reward, {fb} feedback", f"{paper:.3g}", _fmt_ci(r.rho_star, r.lo, r.hi),
@@ -181,7 +168,7 @@ def paper_claims(results: pd.DataFrame, # the grid's results
             else: add(f"best rho on the native reward, {fb} feedback", f"{paper:.3g}", "-", "not enough data (no such reward here)")
         if "rule minus model" in k.index:
             r = k.loc["rule minus model"]
-            add("model-based feedback moves the best rho down (rule minus model)", "0.275", _fmt_ci(r.rho_star, r.lo, r.hi),
+            add("model-based feedback moves the best rho down (rule minus model)", f"{PAPER['rho_rule'] - PAPER['rho_model']:.3g}", _fmt_ci(r.rho_star, r.lo, r.hi),
                 "not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
                 "reproduced" if r.lo > 0 else "not reproduced" if r.hi < 0 else "not enough data (interval covers 0)")
         else: add("model-based feedback moves the best rho down (rule minus model)", "0.275", "-", "not enough data (needs both kinds)")
