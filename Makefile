@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo test export clean-nbs check-export check-clean nbtest pytest lab bench gpu-check
+.PHONY: setup demo test readme export clean-nbs check-export check-clean nbtest pytest lab bench gpu-check
 
 setup: $(STAMP)
 
@@ -46,6 +46,9 @@ pytest: setup
 export: setup
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
+
+readme: setup  # README.md from nbs/index.ipynb (nbdev_readme where Quarto exists)
+	if command -v quarto >/dev/null; then $(BIN)/nbdev_readme; else $(BIN)/jupyter nbconvert --log-level=ERROR --to markdown nbs/index.ipynb --output-dir . --output README; fi
 
 lab: setup
 	$(BIN)/jupyter lab nbs

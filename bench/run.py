@@ -95,7 +95,7 @@ def dropin_overhead(pairs: int, steps: int) -> dict:
         setattr(owner, name, f)
         return orig
     targets = [(flops.FlopsLedger, "record"), (grpo, "ledger_logs"), (grpo.ModelCharge, "_pre"), (grpo.ModelCharge, "_post"),
-               (grpo, "_record_generation"), (grpo.LedgerGRPOTrainer, "floating_point_ops")]
+               (grpo.LedgerGRPOTrainer, "_record_generation"), (grpo.LedgerGRPOTrainer, "floating_point_ops")]
     args = dict(args=dict(max_steps=steps, save_strategy="no"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

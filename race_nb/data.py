@@ -12,7 +12,8 @@ from .core import check_positive, check_choice
 # %% auto #0
 __all__ = ['ARITH_SPECS', 'ARITH_SIZES', 'MATH_TASKS', 'TURN_MARKERS', 'HUB_DATASETS', 'DATASET_SPLITS', 'ROW_PARSERS',
            'ChainSpec', 'solve_chain', 'chain_text', 'chain_prompt', 'parse_chain_prompt', 'arith_records',
-           'teacher_solution', 'last_boxed', 'extract_answer', 'end_of_turn', 'grade', 'load_records', 'gold_check']
+           'teacher_solution', 'last_boxed', 'extract_answer', 'end_of_turn', 'grade', 'load_records', 'task_of',
+           'load_spec', 'gold_check']
 
 # %% ../nbs/02_data.ipynb #ff65a51f
 @dataclass(frozen=True)
@@ -239,6 +240,20 @@ def load_records(name: str, # arith, gsm8k, math500 or polaris
         rows = _hub_rows(name, split)
     recs = [ROW_PARSERS[name](r, i, split) for i, r in enumerate(rows)]
     return recs[:n] if n is not None else recs
+
+# %% ../nbs/02_data.ipynb #61f99b1c
+def task_of(spec: str) -> str:
+    "The grading task of a `name:split` dataset spec (arith, gsm8k, math500, polaris)."
+    return check_choice("dataset", spec.partition(":")[0], tuple(DATASET_SPLITS))
+
+def load_spec(spec: str, # name:split, e.g. arith:train or gsm8k:test
+              data_dir=None, # folder with local copies (default: RACE_DATA_DIR)
+              n: int | None = None, # keep the first n records
+              seed: int = 0, # data seed (arith only)
+             ) -> list[dict]:
+    "The records of a `name:split` dataset spec."
+    name, _, split = spec.partition(":")
+    return load_records(task_of(spec), split, data_dir=data_dir, n=n, seed=seed)
 
 # %% ../nbs/02_data.ipynb #72b5d5fa
 def _other(records: list[dict], i: int) -> dict:

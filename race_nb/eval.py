@@ -9,18 +9,18 @@ from pathlib import Path
 import torch
 from .core import atomic_path, write_atomic
 from .flops import FlopsLedger
-from .grpo import CellConfig, _dataset, build_trainer, policy_flops
+from .config import CellConfig, TARGETS
+from .data import load_spec
+from .grpo import build_trainer, policy_flops
 from .models import cache_dir, artifact_key, file_lock, format_prompt, generate, load_policy
 from .data import grade
 from .rewards import make_reward
 
 # %% auto #0
-__all__ = ['TARGETS', 'evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'train_cell',
-           'finish_cell', 'run_cell']
+__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'train_cell', 'finish_cell',
+           'run_cell']
 
 # %% ../nbs/06_eval.ipynb #88e2233a
-TARGETS = ("native_reward", "pass1_id", "pass1_ood", "judge")
-
 def _generate_charged(model, tok, prompts, ledger, step, mf, phase, **kw) -> list[str]:
     "Completions of `prompts`, their generation FLOPs charged to `eval`."
     shapes = []
@@ -38,7 +38,7 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
     from race_nb.flops import ModelFlops
     mf = ModelFlops.from_model(model)  # the loaded checkpoint (with its adapter, when trained), counted from itself
     out, t0 = {}, time.time()
-    sets = {k: _dataset(spec, cfg.data_dir, n=cfg.n_eval) for k, spec in (("id", cfg.eval_id), ("ood", cfg.eval_ood))}
+    sets = {k: load_spec(spec, cfg.data_dir, n=cfg.n_eval) for k, spec in (("id", cfg.eval_id), ("ood", cfg.eval_ood))}
     prompts = {k: [format_prompt(cfg.model, tok, r["prompt"]) for r in recs] for k, recs in sets.items()}
     kw = dict(max_new_tokens=cfg.eval_max_new_tokens, batch_size=128)
     greedy = {k: _generate_charged(model, tok, prompts[k], ledger, step, mf, f"greedy_{k}", greedy=True, **kw) for k in sets}
@@ -49,9 +49,8 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
     cols = dict(answer=[r["answer"] for r in sets["id"]], task=[r["task"] for r in sets["id"]], question=[r["prompt"] for r in sets["id"]])
     for name, settings, comps, key in ((cfg.reward, cfg.reward_settings, sampled, "native_reward"),
                                        ("judge", cfg.judge_settings, greedy["id"], "judge")):
-        r = make_reward(name, **settings)
+        r = make_reward(name, **settings).attach(ledger, "eval", step)  # evaluation FLOPs stay outside the budget
         r.check_tasks(set(cols["task"]))
-        r.ledger, r.component, r.step = ledger, "eval", step
         per[key] = r(prompts["id"], comps, **cols)
     out.update({k: sum(v) / len(v) for k, v in per.items()}, per_prompt=per)  # same prompts in every cell: comparisons pair
     out["eval_seconds"] = time.time() - t0

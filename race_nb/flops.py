@@ -127,42 +127,44 @@ class ModelFlops:
                    lora=LoraSpec.from_any(lora))
 
 # %% ../nbs/01_flops.ipynb #23c2af87
+@patch
 def _dims(self: ModelFlops) -> dict:
     "Input and output width of each linear layer."
     d, q, kv, i = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate
     return dict(q_proj=(d, q), k_proj=(d, kv), v_proj=(d, kv), o_proj=(q, d), gate_proj=(d, i), up_proj=(d, i), down_proj=(i, d))
 
+@patch
 def _lora_fwd(self: ModelFlops, name: str) -> float:
     "Forward FLOPs per token of the adapter on one linear layer (0 when not targeted)."
     if self.lora is None or name not in self.lora.target_modules: return 0.
     a, b = self._dims()[name]
     return 2. * self.lora.r * (a + b)
 
+@patch
 def _linear_per_token(self: ModelFlops, adapter: bool = True) -> float:
     "Forward FLOPs per token of one layer's linear layers (with the adapter when `adapter`)."
     return sum(2. * a * b + (self._lora_fwd(n) if adapter else 0.) for n, (a, b) in self._dims().items())
 
+@patch
 def _head_per_position(self: ModelFlops) -> float:
     "Forward FLOPs of the output head at one position where it is applied."
     d = self.hidden
     return {"lm": 2. * d * self.vocab, "score": 2. * d * self.num_labels,
             "prm": 2. * d * d + 2. * d * self.num_labels}[self.head]
 
-def _n_params(self: ModelFlops) -> int:
+@patch(as_prop=True)
+def n_params(self: ModelFlops) -> int:
     "Non-embedding parameters: linear weights, q/k/v biases and norms (no embedding, no output head)."
     dims = self._dims()
     per_layer = sum(a * b for a, b in dims.values()) + 2 * self.hidden
     if self.attn_bias: per_layer += sum(dims[n][1] for n in ("q_proj", "k_proj", "v_proj"))
     return self.layers * per_layer + self.hidden
 
-def _n_lora_params(self: ModelFlops) -> int:
+@patch(as_prop=True)
+def n_lora_params(self: ModelFlops) -> int:
     "Trainable LoRA parameters (0 without an adapter)."
     if self.lora is None: return 0
     return self.layers * sum(self.lora.r * (a + b) for n, (a, b) in self._dims().items() if n in self.lora.target_modules)
-
-ModelFlops._dims, ModelFlops._lora_fwd, ModelFlops._linear_per_token = _dims, _lora_fwd, _linear_per_token
-ModelFlops._head_per_position = _head_per_position
-ModelFlops.n_params, ModelFlops.n_lora_params = property(_n_params), property(_n_lora_params)
 
 # %% ../nbs/01_flops.ipynb #cbb368d4
 def _head_of(model) -> str:
@@ -196,7 +198,8 @@ def _head_count(batch: int, seq_len: int, logits, head_positions) -> int:
     if head_positions is None: return batch * _positions(seq_len, logits)
     return check_positive("head_positions", head_positions, integer=True, allow_zero=True)
 
-def _forward(self: ModelFlops,
+@patch
+def forward(self: ModelFlops,
              batch: int, # sequences in the padded batch
              seq_len: int, # padded sequence length
              logits="all", # head positions: "all", "last" or a count of final positions
@@ -208,7 +211,8 @@ def _forward(self: ModelFlops,
     layer = s * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * s * s
     return b * self.layers * layer + _head_count(b, s, logits, head_positions) * self._head_per_position()
 
-def _generate(self: ModelFlops,
+@patch
+def generate(self: ModelFlops,
               batch: int, # sequences generated together (padded batch)
               prompt_len: int, # padded prompt length
               new_tokens: int, # tokens generated per sequence (the padded completion length)
@@ -223,13 +227,13 @@ def _generate(self: ModelFlops,
                   + steps * self._head_per_position())
     return self.forward(b, p, logits="last") + decode
 
-def _reward_forward(self: ModelFlops, batch: int, seq_len: int) -> float:
+@patch
+def reward_forward(self: ModelFlops, batch: int, seq_len: int) -> float:
     "FLOPs of a reward/PRM/verifier forward: the head is applied at every position."
     return self.forward(batch, seq_len, logits="all")
 
-ModelFlops.forward, ModelFlops.generate, ModelFlops.reward_forward = _forward, _generate, _reward_forward
-
 # %% ../nbs/01_flops.ipynb #e19ea122
+@patch
 def _linear_bwd(self: ModelFlops, name: str, x_grad: bool) -> tuple[float, bool]:
     "Backward FLOPs per token of one linear layer (+ adapter) and whether its output requires grad."
     a, b = self._dims()[name]
@@ -241,6 +245,7 @@ def _linear_bwd(self: ModelFlops, name: str, x_grad: bool) -> tuple[float, bool]
         f += 4. * r * b + 2. * a * r + (2. * a * r if x_grad else 0.) # dB, d(hidden of rank r), dA, dx
     return f, x_grad or full or adapted
 
+@patch
 def _backward(self: ModelFlops, batch: int, seq_len: int, logits="all", input_grads: bool = False,
               head_positions: int | None = None, head_recompute: bool = False) -> float:
     "FLOPs of the backward pass matching `forward(batch, seq_len, logits)`."
@@ -260,7 +265,8 @@ def _backward(self: ModelFlops, batch: int, seq_len: int, logits="all", input_gr
     head = _head_count(batch, s, logits, head_positions) * self._head_per_position() * (grad + (self.lora is None) + head_recompute)
     return batch * (s * per_tok + per_seq) + head
 
-def _train_step(self: ModelFlops,
+@patch
+def train_step(self: ModelFlops,
                 batch: int, # sequences in the padded batch
                 seq_len: int, # padded sequence length
                 logits="all", # head positions, as in `forward` (trl keeps only the completion's logits)
@@ -272,7 +278,6 @@ def _train_step(self: ModelFlops,
     return (self.forward(batch, seq_len, logits, head_positions=head_positions)
             + self._backward(batch, seq_len, logits, input_grads, head_positions, head_recompute))
 
-ModelFlops._linear_bwd, ModelFlops._backward, ModelFlops.train_step = _linear_bwd, _backward, _train_step
 
 @patch
 def recompute(self: ModelFlops,
@@ -419,7 +424,8 @@ class FlopsLedger:
     def events(self) -> list: return [dict(e) for e in self._events]
 
 # %% ../nbs/01_flops.ipynb #8833dd2f
-def _totals(self: FlopsLedger, useful: bool = False) -> dict:
+@patch
+def totals(self: FlopsLedger, useful: bool = False) -> dict:
     "FLOPs per component (executed, or useful when `useful`), every component present."
     # running sums: the ledger is append-only, and the trainer asks for totals every step (budget, logs, total_flos)
     key, sums = ("useful_flops" if useful else "flops"), self.__dict__.setdefault("_sums", {})
@@ -429,45 +435,49 @@ def _totals(self: FlopsLedger, useful: bool = False) -> dict:
     sums[key] = (len(self._events), out)
     return dict(out)
 
-def _total(self: FlopsLedger) -> float:
+@patch(as_prop=True)
+def total(self: FlopsLedger) -> float:
     "Executed FLOPs inside the budget (search + learning + reward)."
     t = self.totals()
     return sum(t[c] for c in BUDGET_COMPONENTS)
 
-def _rho(self: FlopsLedger) -> float:
+@patch(as_prop=True)
+def rho(self: FlopsLedger) -> float:
     "Update fraction: learning / (search + learning + reward); NaN before anything is recorded."
     total = self.total
     return self.totals()["learning"] / total if total > 0 else float("nan")
 
-def _shares(self: FlopsLedger) -> dict:
+@patch(as_prop=True)
+def shares(self: FlopsLedger) -> dict:
     "Share of the budgeted total per budget component."
     t, total = self.totals(), self.total
     return {c: (t[c] / total if total > 0 else float("nan")) for c in BUDGET_COMPONENTS}
 
-def _remaining(self: FlopsLedger) -> float:
+@patch(as_prop=True)
+def remaining(self: FlopsLedger) -> float:
     "FLOPs left in the budget (never negative; inf without a budget)."
     return math.inf if self.budget is None else max(0.0, self.budget - self.total)
 
-def _exhausted(self: FlopsLedger) -> bool:
+@patch(as_prop=True)
+def exhausted(self: FlopsLedger) -> bool:
     "True once the budgeted total reached the budget."
     return self.budget is not None and self.total >= self.budget
 
-def _overshoot(self: FlopsLedger) -> float:
+@patch(as_prop=True)
+def overshoot(self: FlopsLedger) -> float:
     "FLOPs spent past the budget (0 while within it)."
     return 0.0 if self.budget is None else max(0.0, self.total - self.budget)
 
-FlopsLedger.totals = _totals
-for _n, _f in dict(total=_total, rho=_rho, shares=_shares, remaining=_remaining, exhausted=_exhausted, overshoot=_overshoot).items():
-    setattr(FlopsLedger, _n, property(_f))
-
 # %% ../nbs/01_flops.ipynb #0dd6b87e
-def _to_frame(self: FlopsLedger) -> pd.DataFrame:
+@patch
+def to_frame(self: FlopsLedger) -> pd.DataFrame:
     "The events as a DataFrame, one row per event."
     return pd.DataFrame(self._events, columns=list(EVENT_COLUMNS)).astype(
         dict(step="int64", tokens="int64", useful_tokens="int64", flops="float64", useful_flops="float64",
              seconds="float64", time="float64", component="str", phase="str"))
 
-def _save(self: FlopsLedger, path) -> Path:
+@patch
+def save(self: FlopsLedger, path) -> Path:
     "Write the ledger to parquet atomically (temporary file, then rename); return the path."
     import pyarrow as pa, pyarrow.parquet as pq
     path = Path(path)
@@ -477,7 +487,8 @@ def _save(self: FlopsLedger, path) -> Path:
     with atomic_path(path) as tmp: pq.write_table(table.replace_schema_metadata(meta), tmp)
     return path
 
-def _load(cls, path) -> FlopsLedger:
+@patch(cls_method=True)
+def load(cls: FlopsLedger, path) -> FlopsLedger:
     "Read a ledger written by `save`."
     import pyarrow.parquet as pq
     path = Path(path)
@@ -488,19 +499,20 @@ def _load(cls, path) -> FlopsLedger:
     meta = json.loads((table.schema.metadata or {}).get(b"race_nb", b"{}"))
     return cls(budget=meta.get("budget"), events=table.to_pandas().to_dict("records"))
 
-def _combine(cls, ledgers) -> FlopsLedger:
+@patch(cls_method=True)
+def combine(cls: FlopsLedger, ledgers) -> FlopsLedger:
     "One ledger holding every event of `ledgers`; budgets add up when every ledger has one."
     ledgers = list(ledgers)
     budgets = [l.budget for l in ledgers]
     budget = sum(budgets) if budgets and all(b is not None for b in budgets) else None
     return cls(budget=budget, events=[e for l in ledgers for e in l._events])
 
-FlopsLedger.to_frame, FlopsLedger.save = _to_frame, _save
-FlopsLedger.load, FlopsLedger.combine = classmethod(_load), classmethod(_combine)
-FlopsLedger.__add__ = lambda self, other: FlopsLedger.combine([self, other])
+@patch
+def __add__(self: FlopsLedger, other: FlopsLedger) -> FlopsLedger: return FlopsLedger.combine([self, other])
 
 # %% ../nbs/01_flops.ipynb #ef4c973d
-def _card(self: FlopsLedger, title: str = "compute card") -> str:
+@patch
+def compute_card(self: FlopsLedger, title: str = "compute card") -> str:
     "The compute card as text."
     t, u, s = self.totals(), self.totals(useful=True), self.shares
     steps = len({e["step"] for e in self._events if e["component"] in BUDGET_COMPONENTS})
@@ -516,6 +528,7 @@ def _card(self: FlopsLedger, title: str = "compute card") -> str:
     lines.append(f"  eval (outside the budget) {t['eval']:.3e}")
     return "\n".join(lines)
 
-FlopsLedger.compute_card = _card
-FlopsLedger.__str__ = lambda self: self.compute_card()
-FlopsLedger.__repr__ = lambda self: f"FlopsLedger({len(self)} events, total={self.total:.3e}, rho={self.rho:.3f}, budget={self.budget})"
+@patch
+def __str__(self: FlopsLedger) -> str: return self.compute_card()
+@patch
+def __repr__(self: FlopsLedger) -> str: return f"FlopsLedger({len(self)} events, total={self.total:.3e}, rho={self.rho:.3f}, budget={self.budget})"

@@ -10,14 +10,15 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 from .core import atomic_path, check_positive, project_root, write_atomic
-from .grpo import ARMS, CellConfig
+from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, CellConfig, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'STATUSES', 'TEMPLATE', 'METRIC_COLUMNS', 'GridError', 'load_grid', 'cell_id',
-           'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'cell_lock', 'template_path',
-           'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
+           'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'cell_done', 'cell_lock',
+           'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate',
+           'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "fixed", "axes", "budgets", "seeds")
@@ -42,10 +43,7 @@ def _key_lines(text: str) -> dict:
 # %% ../nbs/07_grid.ipynb #0501b0bc
 def _check_values(key: str, values: list, fail):
     "Check the values of a model, reward or arm axis against the registries."
-    from race_nb.models import MODELS, is_checkpoint_ref
-    from race_nb.rewards.core import REGISTRY
-    import race_nb.rewards.prm  # noqa: F401 (registers the model-based rewards)
-    valid = {"model": MODELS, "reward": {k for k in REGISTRY if k != "judge"}, "arm": ARMS}.get(key)
+    valid = {"model": MODELS, "reward": TRAINING_REWARDS, "arm": ARMS}.get(key)
     if valid is None: return
     for v in values:
         if v not in valid and not (key == "model" and is_checkpoint_ref(v)):
@@ -171,6 +169,10 @@ def valid_metrics(cell_dir) -> dict | None:
     try: return json.loads((Path(cell_dir) / "metrics.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError): return None
 
+def cell_done(cell_dir, status: dict | None = None) -> bool:
+    "The one test of a finished cell: marked done and with valid metrics (a done mark without them is pending)."
+    return (status or read_status(cell_dir))["status"] == "done" and valid_metrics(cell_dir) is not None
+
 @contextlib.contextmanager
 def cell_lock(cell_dir):
     "Non-blocking exclusive lock on a cell; yields False when another process holds it."
@@ -207,7 +209,7 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
     with cell_lock(cell_dir) as got:
         if not got: return "running"
         st = read_status(cell_dir)["status"]
-        if st == "done" and valid_metrics(cell_dir) is not None: return "done"
+        if cell_done(cell_dir): return "done"
         if st == "failed" and not retry_failed: return "failed"
         if st == "running" and valid_metrics(cell_dir) is not None:  # its runner died after the results were written
             set_status(cell_dir, "done", recovered=True); _attempt(cell_dir, "recovered"); return "done"
@@ -294,9 +296,8 @@ def run_grid(grid_path, # grid YAML
     for c in g["cells"]:
         d = root / c["id"]; d.mkdir(exist_ok=True)
         if not (d / "params.yaml").exists(): write_atomic(d / "params.yaml", yaml.safe_dump(c["params"], sort_keys=False))
-        st = read_status(d)["status"]
-        if st == "done" and valid_metrics(d) is not None: continue
-        if st == "failed" and not retry_failed: continue
+        if cell_done(d): continue
+        if read_status(d)["status"] == "failed" and not retry_failed: continue
         todo.append((d, c["params"]))
     log.info("grid %s: %d cells, %d to run", g["name"], len(g["cells"]), len(todo))
     print(f"grid {g['name']}: {len(g['cells'])} cells, {len(g['cells']) - len(todo)} already finished, {len(todo)} to run -> {root}")
@@ -317,8 +318,7 @@ def grid_status(runs_dir) -> "pd.DataFrame":
     rows = []
     for d in _cells(runs_dir):
         p, st = yaml.safe_load((d / "params.yaml").read_text()), read_status(d)
-        status = st["status"]
-        if status == "done" and valid_metrics(d) is None: status = "pending"
+        status = "pending" if st["status"] == "done" and not cell_done(d, st) else st["status"]
         if status == "running":
             with cell_lock(d) as free:  # a live runner holds the cell's lock; a dead one (kill -9) left only its status
                 if free: status = "stale"
@@ -326,8 +326,7 @@ def grid_status(runs_dir) -> "pd.DataFrame":
                          seed=p["seed"], wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error")))
     return pd.DataFrame(rows)
 
-METRIC_COLUMNS = ("native_reward", "pass1_id", "pass1_ood", "judge", "native_reward_warm", "pass1_id_warm", "pass1_ood_warm",
-                  "judge_warm", "rho", "n", "m", "mu", "beta", "flops_total", "flops_search", "flops_learning", "flops_reward",
+METRIC_COLUMNS = TARGETS + tuple(f"{t}_warm" for t in TARGETS) + ("rho", "n", "m", "mu", "beta", "flops_total", "flops_search", "flops_learning", "flops_reward",
                   "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps",
                   "train_seconds", "eval_seconds", "mean_completion_chars")
 
@@ -339,7 +338,7 @@ def aggregate(runs_dir, # a grid's runs folder
     rows = []
     for d in _cells(runs_dir):
         p, st, m = yaml.safe_load((d / "params.yaml").read_text()), read_status(d), valid_metrics(d)
-        status = st["status"] if not (st["status"] == "done" and m is None) else "pending"
+        status = "pending" if st["status"] == "done" and not cell_done(d, st) else st["status"]
         row = dict(cell=d.name, status=status, **{k: v for k, v in p.items() if not isinstance(v, dict)},
                    wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error"))
         for k in METRIC_COLUMNS: row[k] = (m or {}).get(k) if status == "done" else None
@@ -354,8 +353,7 @@ def per_prompt_results(runs_dir, # a grid's runs folder
                       ) -> "pd.DataFrame":
     "Each done cell's per-prompt values (cell, target, prompt, value); empty when no cell saved them (runs older than the file)."
     import pandas as pd
-    done = set(cells) if cells is not None else {d.name for d in _cells(runs_dir)
-                                                  if read_status(d)["status"] == "done" and valid_metrics(d) is not None}
+    done = set(cells) if cells is not None else {d.name for d in _cells(runs_dir) if cell_done(d)}
     parts = [pd.read_parquet(d / "per_prompt.parquet").assign(cell=d.name) for d in _cells(runs_dir)
              if d.name in done and (d / "per_prompt.parquet").exists()]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["target", "prompt", "value", "cell"])

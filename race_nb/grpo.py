@@ -4,14 +4,13 @@
 
 # %% ../nbs/05_grpo.ipynb #917791c9
 from __future__ import annotations
-import contextlib, csv, dataclasses, functools, inspect, logging, math, os, time, warnings
-from dataclasses import dataclass, asdict, field
+import contextlib, functools, inspect, logging, math, os, time, warnings
 from pathlib import Path
 import torch
-import yaml
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from .core import check_positive, check_choice, shipped_path
+from .core import check_positive, check_choice
+from .config import Arm, ARMS, DEFAULT_ARM, MODEL_REWARDS, CellConfig, load_arms  # re-exported: grpo is where trainers look for them
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
 from .rewards.core import Reward
@@ -19,40 +18,10 @@ from .rewards.core import Reward
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'ARMS', 'DEFAULT_ARM', 'PEAK_FLOPS', 'Arm', 'load_arms', 'reward_model_flops', 'policy_flops', 'arm_flops',
-           'predict_rho', 'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback',
-           'peak_flops_of', 'charge_reward_model', 'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'CellConfig',
-           'grpo_args', 'min_budget', 'load_cell_policy', 'trainer_parts', 'build_trainer', 'count_by_component',
-           'whole_step_check']
-
-# %% ../nbs/05_grpo.ipynb #a4771f7d
-@dataclass(frozen=True)
-class Arm:
-    "An allocation arm."
-    name: str # label used in grids and reports
-    n: int # rollouts generated per prompt
-    m: int # rollouts kept for the update (largest reward variance)
-    mu: int = 1 # update passes per rollout batch
-    beta: float = 0.0 # KL weight (reference forward when > 0)
-    description: str = ""
-
-    def __post_init__(self):
-        for k in ("n", "m", "mu"): check_positive(f"arm {self.name!r}: {k}", getattr(self, k), integer=True)
-        if self.n < 2: raise ValueError(f"arm {self.name!r}: n must be at least 2 (GRPO compares rollouts within a group), got {self.n}")
-        if self.m > self.n: raise ValueError(f"arm {self.name!r}: m ({self.m}) cannot exceed n ({self.n})")
-        if self.m < 2: raise ValueError(f"arm {self.name!r}: m must be at least 2 (a group of one has no advantage), got {self.m}")
-        check_positive(f"arm {self.name!r}: beta", self.beta, allow_zero=True)
-
-def load_arms(path=None) -> dict[str, Arm]:
-    "The arm table (default: the shipped `data/arms.csv`)."
-    path = Path(path) if path else shipped_path("arms.csv")
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    return {r["name"]: Arm(r["name"], int(r["n"]), int(r["m"]), int(r["mu"]), float(r["beta"]), r.get("description", ""))
-            for r in rows}
-
-ARMS = load_arms()
-DEFAULT_ARM = "n8-m8" # trl's defaults: num_generations=8, num_iterations=1, beta=0
+__all__ = ['log', 'PEAK_FLOPS', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho',
+           'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'peak_flops_of', 'charge_reward_model',
+           'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
+           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -61,7 +30,7 @@ def reward_model_flops(reward: str, # reward system
     "FLOPs model of a reward system's scoring model, from the checkpoint it will load (None for rule-based rewards)."
     from race_nb.rewards.prm import SCORER_RECIPES
     from race_nb.models import MODELS, resolve_path
-    if reward not in ("prm", "proxy_prm"): return None
+    if reward not in MODEL_REWARDS: return None
     s = settings or {}
     if s.get("backend", "tiny") != "hf": return ModelFlops.from_config(SCORER_RECIPES[reward]["arch"])
     if s.get("path"): return ModelFlops.from_config(resolve_path(s["path"], f"reward_settings.{reward}.path"))
@@ -262,7 +231,7 @@ def _attach_rewards(tr) -> list[str]:
     uncharged, tr._charges = [], []
     for f, name in zip(tr.reward_funcs, tr.reward_func_names):
         if isinstance(f, Reward):
-            f.ledger = tr.ledger
+            f.attach(tr.ledger)
             continue
         models = [f] if isinstance(f, torch.nn.Module) else getattr(f, "__race_models__", None)
         if models is None:
@@ -330,6 +299,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
         return self._last_rewards
 
 # %% ../nbs/05_grpo.ipynb #6d52abf5
+@patch
 def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: float = 0.0):
     "Charge the generation and the no-grad log-prob forwards of one generation batch."
     pm, cm, mf, step = out["prompt_mask"], out["completion_mask"], self.policy_flops, self.state.global_step
@@ -344,6 +314,7 @@ def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: floa
         self.ledger.record(step, "learning", f"{k}_logprob", mf.forward(B, P + C, adapter=k == "old", head_positions=hp),
                            tokens=B * (P + C), seconds=logprob_seconds / len(ran))
 
+@patch
 def _downsample(self: LedgerGRPOTrainer, out: dict) -> dict:
     "Keep the `keep` rollouts of largest reward variance per group and recompute their advantages."
     from trl.trainer.utils import nanstd
@@ -360,22 +331,28 @@ def _downsample(self: LedgerGRPOTrainer, out: dict) -> dict:
     new["num_items_in_batch"] = new["completion_mask"].sum()
     return new
 
-def _timed_generate(self: LedgerGRPOTrainer, prompts):
+@patch
+def _generate(self: LedgerGRPOTrainer, prompts):
+    "trl's generation, timed (the search phase's wall time)."
     t0 = time.perf_counter()
     out = GRPOTrainer._generate(self, prompts)
     self._gen_seconds = time.perf_counter() - t0
     return out
 
-def _generate_and_score(self: LedgerGRPOTrainer, inputs):
+@patch
+def _generate_and_score_completions(self: LedgerGRPOTrainer, inputs):
+    "trl's generation, scoring and no-grad log-prob forwards; charges them, then keeps the `keep` rollouts of largest reward variance."
     t0 = time.perf_counter()
     out = GRPOTrainer._generate_and_score_completions(self, inputs)
     if not self.model.training: return out
     self._score_seconds = time.perf_counter() - t0  # generation + rewards + no-grad forwards, excluded from update time
     rest = self._score_seconds - getattr(self, "_gen_seconds", 0.0) - getattr(self, "_reward_seconds", 0.0)
-    _record_generation(self, out, logprob_seconds=max(0.0, rest))
-    return _downsample(self, out) if self.keep < self.num_generations else out
+    self._record_generation(out, logprob_seconds=max(0.0, rest))
+    return self._downsample(out) if self.keep < self.num_generations else out
 
-def _compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, num_items_in_batch=None):
+@patch
+def compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, num_items_in_batch=None):
+    "trl's GRPO loss; notes the FLOPs of the forward and backward it is about to run (recorded by `training_step`)."
     if model.training:
         (B, P), C = inputs["prompt_ids"].shape, inputs["completion_ids"].shape[1]
         hp = self._head_positions(B, P + C, inputs["completion_mask"])
@@ -387,7 +364,8 @@ def _compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, 
                                     tokens=B * (P + C), useful_tokens=useful)
     return GRPOTrainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
 
-def _training_step(self: LedgerGRPOTrainer, model, inputs, num_items_in_batch=None):
+@patch
+def training_step(self: LedgerGRPOTrainer, model, inputs, num_items_in_batch=None):
     "trl's training step; the update pass is recorded with its wall time (generation excluded)."
     self._score_seconds, step, t0 = 0.0, self.state.global_step, time.perf_counter()
     out = GRPOTrainer.training_step(self, model, inputs, num_items_in_batch)
@@ -396,11 +374,6 @@ def _training_step(self: LedgerGRPOTrainer, model, inputs, num_items_in_batch=No
         self.ledger.record(step, "learning", "update", u["flops"], tokens=u["tokens"], useful_tokens=u["useful_tokens"],
                            seconds=max(0.0, time.perf_counter() - t0 - self._score_seconds))
     return out
-
-LedgerGRPOTrainer._generate = _timed_generate
-LedgerGRPOTrainer._generate_and_score_completions = _generate_and_score
-LedgerGRPOTrainer.compute_loss = _compute_loss
-LedgerGRPOTrainer.training_step = _training_step
 
 # %% ../nbs/05_grpo.ipynb #a4dec147
 def ledger_logs(ledger: FlopsLedger, # the run's ledger
@@ -460,74 +433,7 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
         print(card)
     return out
 
-# %% ../nbs/05_grpo.ipynb #4fefa4dc
-@dataclass
-class CellConfig:
-    "Parameters of one grid cell: one GRPO run of one policy, reward system and arm under a FLOP budget."
-    model: str = "tiny-s" # registered policy, local checkpoint folder or toy:NAME
-    model_path: str | None = None # local weights or toy:NAME (paper scale); tiny policies come from the warm-start cache
-    reward: str = "sparse" # reward system
-    reward_settings: dict = field(default_factory=dict) # settings passed to make_reward
-    arm: str | None = DEFAULT_ARM # named arm (None: pick by target_rho)
-    target_rho: float | None = None # pick the arm whose predicted rho is nearest (when arm is None)
-    budget: float = 1.5e11 # FLOP budget over search + learning + reward
-    seed: int = 0 # training seed
-    train_data: str = "arith:train" # dataset:split of training prompts
-    eval_id: str = "arith:test_id" # in-distribution downstream set (GSM8K at paper scale)
-    eval_ood: str = "arith:test_ood" # out-of-distribution downstream set (MATH-500 at paper scale)
-    data_dir: str | None = None # local dataset folder (default RACE_DATA_DIR)
-    n_eval: int = 100 # prompts per evaluation set
-    eval_max_new_tokens: int = 80 # completion limit at evaluation (out-of-distribution chains are longer)
-    prompts_per_step: int = 8 # prompts per generation batch
-    max_completion_length: int = 48 # completion limit (tokens)
-    learning_rate: float = 1e-4 # LoRA learning rate (constant)
-    lora_r: int = 16 # LoRA rank
-    lora_alpha: int = 32 # LoRA alpha
-    temperature: float = 1.0 # sampling temperature
-    max_steps: int = 100000 # safety cap; the budget stops training
-    fast_generation: bool = True # sample rollouts with race_nb.fastgen where it reproduces trl's generate
-    judge_settings: dict = field(default_factory=dict) # settings of the common judge (hf back-end at paper scale)
-    micro_batches: int = 1 # gradient accumulation: micro-batches per generation batch (one optimizer step per pass)
-    gradient_checkpointing: bool = False # recompute activations in backward (charged to learning)
-    attn_implementation: str | None = None # None: eager on CPU (FlopCounterMode counts it), transformers' default (SDPA) on GPU
-    dtype: str = "auto" # auto: bfloat16 on CUDA, float32 on CPU
-    use_vllm: bool = False # trl's vLLM generation (GPU; charged by the same formula)
-    vllm_mode: str = "colocate" # trl's vllm_mode when use_vllm
-
-    def resolved_arm(self) -> Arm:
-        "The arm this cell runs."
-        if self.arm is not None: return ARMS[check_choice("arm", self.arm, tuple(ARMS))]
-        if self.target_rho is None: raise ValueError("a cell needs an arm name or a target_rho")
-        return arm_for_rho(self.target_rho, self.model, self.reward)
-
-    def to_yaml(self, path=None) -> str:
-        "YAML of the config (written to `path` when given), readable by `papermill -f`."
-        text = yaml.safe_dump(asdict(self), sort_keys=False)
-        if path: Path(path).write_text(text)
-        return text
-
-    @classmethod
-    def from_dict(cls, d: dict) -> CellConfig:
-        "Build from a dict, rejecting unknown keys by name."
-        names = {f.name for f in dataclasses.fields(cls)}
-        bad = sorted(set(d) - names)
-        if bad: raise ValueError(f"unknown cell parameter(s) {bad}; valid: {', '.join(sorted(names))}")
-        return cls(**d)
-
-    @classmethod
-    def from_yaml(cls, path) -> CellConfig:
-        return cls.from_dict(yaml.safe_load(Path(path).read_text()) or {})
-
 # %% ../nbs/05_grpo.ipynb #4e215c5d
-def _dataset(spec: str, data_dir=None, n: int | None = None, seed: int = 0) -> list[dict]:
-    from race_nb.data import load_records
-    name, _, split = spec.partition(":")
-    return load_records(name, split, data_dir=data_dir, n=n, seed=seed)
-
-def _task(spec: str) -> str:
-    "The grading task of a dataset spec (arith, gsm8k, math500, polaris)."
-    return spec.partition(":")[0]
-
 def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
     "trl's GRPOConfig for a cell: one optimizer step per update pass over the whole kept batch, in `micro_batches` micro-batches."
     cuda = torch.cuda.is_available()
@@ -562,6 +468,7 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     "The keyword arguments of trl's GRPOTrainer for a cell (policy, LoRA, reward, dataset, config); `arm` overrides the cell's."
     from datasets import Dataset
     from peft import LoraConfig
+    from race_nb.data import load_spec, task_of
     from race_nb.models import format_prompt
     from race_nb.rewards import make_reward
     from race_nb.rewards.prm import check_scorer_tasks
@@ -572,12 +479,12 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
         raise ValueError(f"budget {cfg.budget:.3e} FLOPs is too small for one step of arm {arm.name} "
                          f"(minimum {need:.3e} FLOPs); raise the budget")
     args = grpo_args(cfg, arm, output_dir)
-    check_scorer_tasks("judge", cfg.judge_settings, {_task(cfg.eval_id), _task(cfg.eval_ood)})  # before anything is trained
+    check_scorer_tasks("judge", cfg.judge_settings, {task_of(cfg.eval_id), task_of(cfg.eval_ood)})  # before anything is trained
     reward = make_reward(cfg.reward, **cfg.reward_settings)
-    reward.check_tasks({_task(cfg.train_data), _task(cfg.eval_id)})
+    reward.check_tasks({task_of(cfg.train_data), task_of(cfg.eval_id)})
     torch.manual_seed(cfg.seed)
     model, tok = load_cell_policy(cfg)
-    recs = _dataset(cfg.train_data, cfg.data_dir)
+    recs = load_spec(cfg.train_data, cfg.data_dir)
     ds = Dataset.from_list([dict(prompt=format_prompt(cfg.model, tok, r["prompt"]), question=r["prompt"], answer=r["answer"], task=r["task"])
                             for r in recs])
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=list(LINEARS), task_type="CAUSAL_LM")

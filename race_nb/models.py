@@ -11,14 +11,14 @@ import torch
 from tqdm import tqdm
 from .core import check_positive, check_choice, shipped_path
 from .data import ARITH_SPECS, arith_records, grade, teacher_solution
+from .config import MODELS, TINY_POLICIES, ModelEntry, is_checkpoint_ref, model_entry  # re-exported
 from .flops import FlopsLedger, ModelFlops, load_config
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'ALPHABET', 'SPECIAL_TOKENS', 'MATH_SYSTEM_PROMPT', 'MODELS', 'TINY_POLICIES', 'check_alphabet',
-           'char_tokenizer', 'load_tokenizer', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'is_offline',
-           'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'generate', 'pass_at_1',
+__all__ = ['log', 'ALPHABET', 'SPECIAL_TOKENS', 'MATH_SYSTEM_PROMPT', 'check_alphabet', 'char_tokenizer', 'load_tokenizer',
+           'is_offline', 'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'generate', 'pass_at_1',
            'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock', 'tiny_model', 'warm_start_key',
            'shipped_weights', 'warm_start', 'torch_dtype', 'default_device', 'load_policy', 'warm_start_table']
 
@@ -52,36 +52,6 @@ def load_tokenizer(path):
 
 # %% ../nbs/03_models.ipynb #c25284f5
 MATH_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
-
-@dataclass(frozen=True)
-class ModelEntry:
-    "How to build or load one named model."
-    name: str # registry name
-    config: str # shipped architecture config (data/configs/<config>.json)
-    hub_id: str | None = None # Hugging Face hub id of the weights (None: trained locally)
-    tokenizer: str = "char" # "char" (race_nb's tokenizer) or "hub" (the weights' own tokenizer)
-    chat_template: str | None = None # "qwen-math": Qwen2.5-Math system prompt through the tokenizer's chat template; "auto": that when the tokenizer has a template; None: raw prompt
-    kind: str = "policy" # "policy" or "prm"
-
-MODELS = {e.name: e for e in [
-    ModelEntry("tiny-s", "tiny-s"), ModelEntry("tiny-m", "tiny-m"), ModelEntry("tiny-l", "tiny-l"),
-    ModelEntry("qwen2.5-1.5b", "qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", "hub", "qwen-math"),
-    ModelEntry("qwen2.5-3b", "qwen2.5-3b", "Qwen/Qwen2.5-3B", "hub", "qwen-math"),
-    ModelEntry("qwen2.5-7b", "qwen2.5-7b", "Qwen/Qwen2.5-7B", "hub", "qwen-math"),
-    ModelEntry("qwen2.5-math-prm-7b", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-PRM-7B", "hub", None, "prm"),
-    ModelEntry("qwen2.5-math-7b-prm800k", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-7B-PRM800K", "hub", None, "prm"), # same architecture
-]}
-TINY_POLICIES = ("tiny-s", "tiny-m", "tiny-l")
-
-def is_checkpoint_ref(name) -> bool:
-    "True for a local checkpoint folder (with a config.json) or a `toy:` checkpoint reference."
-    return isinstance(name, str) and (name.startswith("toy:") or (Path(name).expanduser() / "config.json").is_file())
-
-def model_entry(name: str) -> ModelEntry:
-    "The registry entry of `name`, or an entry for a local checkpoint folder / `toy:` reference; an unknown name lists the valid ones."
-    if name in MODELS: return MODELS[name]
-    if is_checkpoint_ref(name): return ModelEntry(name, name, None, "hub", "auto")
-    return MODELS[check_choice("model (a registered name, a local checkpoint folder with config.json, or toy:NAME)", name, tuple(MODELS))]
 
 def is_offline() -> bool:
     "True when `HF_HUB_OFFLINE` forbids hub downloads."

@@ -10,14 +10,14 @@ import numpy as np
 import pandas as pd
 import yaml
 from .core import check_choice, check_positive
-from .grpo import ARMS, DEFAULT_ARM
+from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS
 
 # %% auto #0
-__all__ = ['PILOT_ARMS', 'FITS', 'RULE_REWARDS', 'REGIMES', 'PAPER', 'MODEL_REWARDS', 'pilot_grid', 'fit_curve', 'predict_curve',
-           'loo_errors', 'select_fit', 'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval',
-           'update_call', 'diagnose', 'synthetic_results', 'cohen_kappa', 'call_validation', 'validate',
-           'validation_summary', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
-           'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
+__all__ = ['PILOT_ARMS', 'FITS', 'REGIMES', 'PAPER', 'pilot_grid', 'fit_curve', 'predict_curve', 'loo_errors', 'select_fit',
+           'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval', 'update_call', 'diagnose',
+           'synthetic_results', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
+           'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern', 'size_bought',
+           'size_coupling', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -89,7 +89,6 @@ class Thresholds:
     alpha: float = 0.05 # the update call abstains when the (1 - alpha) interval of the contrast covers 0
     n_boot_contrast: int = 2000 # bootstrap resamples of the contrast (prompts x seeds)
 
-RULE_REWARDS = ("sparse", "structured", "dense")
 REGIMES = ("update-heavy", "search-heavy", "reward-heavy", "undetermined", "insufficient data")
 
 def _regime(kind: str, brho: float, reward_share: float, sibling_best: float | None, th: Thresholds) -> str:
@@ -196,7 +195,7 @@ def update_call(g: pd.DataFrame, # done cells of one configuration
 
 # %% ../nbs/08_race.ipynb #70bcb9dc
 def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
-             targets=("native_reward", "pass1_id", "pass1_ood", "judge"), # targets to diagnose
+             targets=TARGETS, # targets to diagnose
              th: Thresholds = Thresholds(), # regime thresholds
              per_prompt: pd.DataFrame | None = None, # per-prompt values (`grid.per_prompt_results`): pairs the update call over prompts
             ) -> pd.DataFrame:
@@ -306,7 +305,7 @@ def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", 
     return tab, summary
 
 # %% ../nbs/08_race.ipynb #29f86bbc
-def validation_summary(pilot: pd.DataFrame, full: pd.DataFrame, targets=("native_reward", "pass1_id", "pass1_ood", "judge"),
+def validation_summary(pilot: pd.DataFrame, full: pd.DataFrame, targets=TARGETS,
                        th: Thresholds = Thresholds(), pilot_prompts: pd.DataFrame | None = None,
                        full_prompts: pd.DataFrame | None = None) -> pd.DataFrame:
     "One `validate` summary row per target (targets missing from the results are skipped)."
@@ -315,7 +314,7 @@ def validation_summary(pilot: pd.DataFrame, full: pd.DataFrame, targets=("native
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #900a3d73
-def target_disagreement(results: pd.DataFrame, targets=("native_reward", "pass1_id", "pass1_ood", "judge")) -> pd.DataFrame:
+def target_disagreement(results: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
     "Best observed arm per target per configuration, and whether the targets disagree."
     done = results[results.status == "done"]
     rows = []
@@ -326,7 +325,6 @@ def target_disagreement(results: pd.DataFrame, targets=("native_reward", "pass1_
 
 # %% ../nbs/08_race.ipynb #87aff0d6
 PAPER = dict(rho_rule=0.72, rho_model=0.445) # arXiv 2607.13389 (as its summaries report it)
-MODEL_REWARDS = ("proxy_prm", "prm")
 
 def _boot_best(g: pd.DataFrame, target: str, rng, n_boot: int) -> np.ndarray:
     "Bootstrap of rho* (realised rho of the arm with the best mean target), resampling each arm's cells."
@@ -457,7 +455,7 @@ def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: p
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #67a2f9e9
-def diagnose_runs(runs_dir, targets=("native_reward", "pass1_id", "pass1_ood", "judge"), th: Thresholds = Thresholds()) -> pd.DataFrame:
+def diagnose_runs(runs_dir, targets=TARGETS, th: Thresholds = Thresholds()) -> pd.DataFrame:
     "Regime table of a grid's runs folder."
     from pathlib import Path
     from race_nb.grid import aggregate, per_prompt_results

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from .core import project_root
+from .config import MODEL_REWARDS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
@@ -90,7 +91,7 @@ def frontier_pivot(results: pd.DataFrame, target: str) -> pd.DataFrame:
 
 REWARD_COLORS = dict(sparse="#1b9e77", structured="#66a61e", dense="#7570b3", proxy_prm="#e6ab02", prm="#d95f02")
 
-def plot_frontiers(results: pd.DataFrame, targets=("native_reward", "pass1_id", "pass1_ood", "judge")):
+def plot_frontiers(results: pd.DataFrame, targets=TARGETS):
     "Each target against realised rho: one row per target (shared y), one column per model (shared x), one line per reward system; best arm circled."
     import matplotlib.pyplot as plt
     models = sorted(results.model.unique())
@@ -172,7 +173,7 @@ def paper_claims(results: pd.DataFrame, # the grid's results
                 "not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
                 "reproduced" if r.lo > 0 else "not reproduced" if r.hi < 0 else "not enough data (interval covers 0)")
         else: add("model-based feedback moves the best rho down (rule minus model)", "0.275", "-", "not enough data (needs both kinds)")
-    pat = disagreement_pattern(done, per_prompt) if {"pass1_id", "judge"} <= set(done.columns) and done.reward.isin(("dense", "proxy_prm", "prm")).any() else None
+    pat = disagreement_pattern(done, per_prompt) if {"pass1_id", "judge"} <= set(done.columns) and done.reward.isin(("dense",) + MODEL_REWARDS).any() else None
     if pat is not None and len(pat):
         counts = pat.verdict.value_counts()
         here = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "contradicted", "not enough data"))

@@ -6,12 +6,13 @@
 from __future__ import annotations
 import math, re, time
 from ..core import check_choice
+from ..config import REWARD_SYSTEMS
 from ..data import end_of_turn, extract_answer, grade, parse_chain_prompt
 
 # %% auto #0
 __all__ = ['REGISTRY', 'STEP_RE', 'AGGREGATIONS', 'STRUCTURED_WEIGHTS', 'CALC_RE', 'completion_text', 'Reward', 'register',
-           'make_reward', 'split_steps', 'arith_step_labels', 'aggregate', 'SparseReward', 'sparse', 'StructuredReward',
-           'structured', 'calc_annotation_labels', 'DenseReward', 'dense']
+           'split_steps', 'arith_step_labels', 'aggregate', 'SparseReward', 'sparse', 'StructuredReward', 'structured',
+           'calc_annotation_labels', 'DenseReward', 'dense']
 
 # %% ../../nbs/04_rewards.core.ipynb #f995bf0e
 def completion_text(c) -> str:
@@ -22,11 +23,24 @@ def completion_text(c) -> str:
 
 class Reward:
     "Base of every reward system: checks the batch, scores each completion, charges the ledger."
-    component, phase, kind = "reward", "rule", "rule" # kind: rule, model or eval-only
+    component, phase = "reward", "rule"
     def __init__(self, name: str, # registry name, also trl's logging name
                  ledger=None, # a `FlopsLedger` to charge, or None
                 ):
         self.name, self.__name__, self.ledger, self.step = name, name, ledger, 0
+
+    @property
+    def kind(self) -> str: return REWARD_SYSTEMS.get(self.name, "rule")
+
+    def attach(self, ledger, # the `FlopsLedger` to charge from now on (None: stop charging)
+               component: str | None = None, # where its FLOPs go (reward when training, eval when evaluating)
+               step: int | None = None, # step number recorded when the batch carries no trainer state
+              ) -> Reward:
+        "Charge `ledger` from now on; returns the reward."
+        self.ledger = ledger
+        if component is not None: self.component = check_choice("component", component, ("reward", "eval"))
+        if step is not None: self.step = step
+        return self
 
     def _step(self, batch: dict) -> int:
         st = batch.get("trainer_state")
@@ -69,17 +83,12 @@ class Reward:
 REGISTRY: dict = {}
 
 def register(name: str):
-    "Decorator registering a reward factory under `name`."
+    "Decorator registering a reward factory under `name`, a system `race_nb.config.REWARD_SYSTEMS` declares."
+    check_choice("reward system", name, tuple(REWARD_SYSTEMS))
     def deco(factory):
         REGISTRY[name] = factory
         return factory
     return deco
-
-def make_reward(name: str, **settings) -> Reward:
-    "Build the reward system `name` (sparse, structured, dense, proxy_prm, prm, judge) from its settings."
-    import race_nb.rewards.prm  # registers the model-based systems
-    check_choice("reward system", name, tuple(REGISTRY))
-    return REGISTRY[name](**settings)
 
 # %% ../../nbs/04_rewards.core.ipynb #906521eb
 STEP_RE = re.compile(r"(-?\d+)([+-])(\d+)=(-?\d+)")

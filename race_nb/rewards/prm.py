@@ -104,7 +104,6 @@ class ModelReward(Reward):
         super().__init__(name, ledger)
         self.require_answer = require_answer
         self.scorer, self.how, self.component, self.phase = scorer, check_choice("aggregation", how, AGGREGATIONS), component, phase
-        self.kind = "model" if component == "reward" else "eval-only"
 
     def check_tasks(self, tasks) -> None:
         "Raise before training when the scorer cannot read one of `tasks`."

@@ -1,0 +1,29 @@
+"""The library's shape: API docs for the methods built across cells, the README's one source, and light modules that load without torch."""
+import json, subprocess, sys
+
+from race_nb.core import project_root
+
+
+def test_public_methods_have_doc_entries():
+    "Methods attached with @patch are indexed under their real names (nbdev skips `_` names and hand-attached ones)."
+    from race_nb._modidx import d
+    syms = d["syms"]
+    want = {"race_nb.flops": ["ModelFlops.forward", "ModelFlops.generate", "ModelFlops.train_step", "ModelFlops.n_params",
+                              "FlopsLedger.rho", "FlopsLedger.save", "FlopsLedger.load", "FlopsLedger.compute_card"],
+            "race_nb.grpo": ["LedgerGRPOTrainer.compute_loss", "LedgerGRPOTrainer.training_step", "LedgerGRPOTrainer._generate_and_score_completions"]}
+    for mod, names in want.items():
+        missing = [n for n in names if f"{mod}.{n}" not in syms[mod]]
+        assert not missing, f"{mod}: no doc entry for {missing}"
+
+
+def test_grids_race_and_report_load_without_torch():
+    code = "import sys, race_nb.race, race_nb.grid, race_nb.report, race_nb.config; print(json.dumps(sorted(m for m in ('torch', 'trl', 'transformers', 'peft') if m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [], out.stdout
+
+
+def test_readme_is_index_notebook():
+    "README.md is generated from nbs/index.ipynb (`make readme`): edit the notebook, not the README."
+    nb = json.loads((project_root() / "nbs" / "index.ipynb").read_text())
+    text = "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert (project_root() / "README.md").read_text().strip() == text.strip()
