@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, os, sys
 from pathlib import Path
+from .config import TARGETS
 from .core import project_root
 from .flops import FlopsLedger, per_token_table, shipped_configs
 
@@ -60,7 +61,6 @@ def _parser() -> argparse.ArgumentParser:
 # %% ../nbs/20_cli.ipynb #f2b87799
 def summarise(results) -> str:
     "Per configuration: realised rho per arm, and the arm that wins each target."
-    from race_nb.eval import TARGETS
     done = results[results.status == "done"]
     lines = []
     failed = results[results.status == "failed"]
@@ -91,6 +91,7 @@ def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> 
     print(f"race demo finished in {time.time() - t0:.0f} s")
     return 0 if (res.status == "done").all() else 1
 
+# %% ../nbs/20_cli.ipynb #f95002f8
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `race` console script; returns the exit status."
     args = _parser().parse_args(argv)

@@ -82,10 +82,12 @@ MODELS = {e.name: e for e in [
 ]}
 TINY_POLICIES = ("tiny-s", "tiny-m", "tiny-l")
 
+# %% ../nbs/00a_config.ipynb #f3ceb12a
 def is_checkpoint_ref(name) -> bool:
     "True for a local checkpoint folder (with a config.json) or a `toy:` checkpoint reference."
     return isinstance(name, str) and (name.startswith("toy:") or (Path(name).expanduser() / "config.json").is_file())
 
+# %% ../nbs/00a_config.ipynb #e501c46a
 def model_entry(name: str) -> ModelEntry:
     "The registry entry of `name`, or an entry for a local checkpoint folder / `toy:` reference; an unknown name lists the valid ones."
     if name in MODELS: return MODELS[name]

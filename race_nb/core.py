@@ -46,6 +46,7 @@ def check_positive(name: str, # argument name used in the message
         raise ValueError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} {kind}, got {value!r}")
     return int(value) if integer else value
 
+# %% ../nbs/00_core.ipynb #4528237c
 def check_choice(name: str, # argument name used in the message
                  value, # value to check
                  choices, # the valid values

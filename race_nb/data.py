@@ -41,6 +41,7 @@ def _carry(value: int, op: str, b: int) -> bool:
     if value < 0: return False
     return (value % 10 + b >= 10) if op == "+" else (value >= b and value % 10 < b % 10)
 
+# %% ../nbs/02_data.ipynb #715b0de7
 def solve_chain(operands: list, # the numbers, left to right
                 ops: list, # one operator fewer than operands
                 forget: float = 0.0, # probability of forgetting a carry/borrow in a step that needs one
@@ -56,14 +57,17 @@ def solve_chain(operands: list, # the numbers, left to right
         v = c
     return steps, v
 
+# %% ../nbs/02_data.ipynb #a6310497
 def chain_text(steps: list, answer: int) -> str:
     "Solution text: one `a op b = c` line per step, then `#### answer`."
     return "".join(f"{a}{op}{b}={c}\n" for a, op, b, c in steps) + f"#### {answer}"
 
+# %% ../nbs/02_data.ipynb #adca76b4
 def chain_prompt(operands: list, ops: list) -> str:
     "Prompt text of a chain."
     return "Q: " + str(operands[0]) + "".join(f"{o}{x}" for o, x in zip(ops, operands[1:])) + "\n"
 
+# %% ../nbs/02_data.ipynb #d5d40abb
 def parse_chain_prompt(prompt: str) -> tuple[list, list]:
     "Operands and operators of a chain prompt (inverse of `chain_prompt`)."
     m = re.fullmatch(r"Q: (\d+(?:[+-]\d+)+)\n?", prompt)
@@ -76,6 +80,7 @@ def _draw(rng: random.Random, spec: ChainSpec) -> tuple[list, list]:
     n = rng.randint(spec.min_operands, spec.max_operands)
     return [rng.randint(spec.low, spec.high) for _ in range(n)], [rng.choice(spec.ops) for _ in range(n - 1)]
 
+# %% ../nbs/02_data.ipynb #eff8a21c
 def _unique_prompts(split: str, n: int, seed: int, exclude: set = frozenset()) -> list:
     "`n` distinct chains of `split`, none of whose prompts is in `exclude`."
     rng, seen, out = random.Random(f"race_nb/{split}/{seed}"), set(), []
@@ -88,6 +93,7 @@ def _unique_prompts(split: str, n: int, seed: int, exclude: set = frozenset()) -
         out.append((operands, ops))
     raise ValueError(f"could not draw {n} distinct {split} chains; ask for fewer")
 
+# %% ../nbs/02_data.ipynb #cca0b6f4
 def arith_records(split: str, # train, test_id or test_ood
                   n: int | None = None, # records (default: the split's standard size)
                   seed: int = 0, # data seed: same seed, same data
@@ -126,6 +132,7 @@ def last_boxed(text: str) -> str | None:
         if depth == 0: return text[j + 1:k]
     return None
 
+# %% ../nbs/02_data.ipynb #42c72c38
 def extract_answer(text: str, # a solution or completion
                    fallback: bool = False, # use the last number when there is no marker
                   ) -> str | None:
@@ -150,6 +157,7 @@ def end_of_turn(text: str) -> str:
     cut = min((i for i in (text.find(m) for m in TURN_MARKERS) if i >= 0), default=len(text))
     return text[:cut]
 
+# %% ../nbs/02_data.ipynb #58ff7e3e
 def grade(completion: str, # model output or gold solution
           answer: str, # reference final answer
           task: str = "math", # "arith" (exact integers) or a math dataset (math-verify)
@@ -216,6 +224,7 @@ def _local_files(name: str, split: str, root: Path) -> list[Path]:
     if not path.exists(): raise FileNotFoundError(f"{name} {split} split not found: looked for {path}")
     return [path]
 
+# %% ../nbs/02_data.ipynb #04cb3dfb
 def _hub_rows(name: str, split: str) -> list[dict]:
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
         raise RuntimeError(f"HF_HUB_OFFLINE is set: cannot download {HUB_DATASETS[name][0]}; pass data_dir= with a local copy")
@@ -223,6 +232,7 @@ def _hub_rows(name: str, split: str) -> list[dict]:
     hub_id, cfg = HUB_DATASETS[name]
     return list(load_dataset(hub_id, cfg, split=split))
 
+# %% ../nbs/02_data.ipynb #ca76b5ab
 def load_records(name: str, # arith, gsm8k, math500 or polaris
                  split: str, # a split of that dataset
                  data_dir=None, # folder with local copies (default: RACE_DATA_DIR)

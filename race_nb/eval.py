@@ -30,6 +30,7 @@ def _generate_charged(model, tok, prompts, ledger, step, mf, phase, **kw) -> lis
             if T > 0: ledger.record(step, "eval", phase, mf.generate(B, P, T), tokens=B * (P + T))
     return out
 
+# %% ../nbs/06_eval.ipynb #8db25ed8
 def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval sets and sizes)
              ledger: FlopsLedger | None = None, # where evaluation FLOPs go (component eval)
              step: int = 0, # step number recorded with the eval events
@@ -80,10 +81,12 @@ def versions() -> dict:
     out = {p: md.version(p) for p in ("torch", "transformers", "trl", "peft", "race_nb")}
     return {**out, "python": platform.python_version(), "threads": torch.get_num_threads()}
 
+# %% ../nbs/06_eval.ipynb #890ca1c4
 def write_json(path, obj) -> Path:
     "Write JSON atomically (temporary file, then rename)."
     return write_atomic(path, json.dumps(obj, indent=2, default=float))
 
+# %% ../nbs/06_eval.ipynb #54021c74
 def write_per_prompt(path, per_prompt: dict) -> Path:
     "Each target's value per evaluation prompt (columns target, prompt, value), written atomically."
     import pandas as pd
@@ -91,6 +94,7 @@ def write_per_prompt(path, per_prompt: dict) -> Path:
     with atomic_path(path) as tmp: df.to_parquet(tmp, index=False)
     return Path(path)
 
+# %% ../nbs/06_eval.ipynb #45677f35
 def cell_metrics(cfg: CellConfig, ledger: FlopsLedger, targets: dict, baseline: dict, steps: int, train_seconds: float) -> dict:
     "The metrics.json record of a finished cell."
     arm = cfg.resolved_arm()
@@ -113,6 +117,7 @@ def train_cell(cfg: CellConfig, out_dir) -> tuple:
     trainer.train()
     return trainer, trainer.ledger, time.time() - t0
 
+# %% ../nbs/06_eval.ipynb #0ab876a6
 def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: float, out_dir) -> dict:
     "Evaluate the trained policy, then write metrics.json, per_prompt.parquet (each target per evaluation prompt), ledger.parquet and the adapter."
     out_dir = Path(out_dir)
@@ -125,6 +130,7 @@ def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: fl
     write_json(out_dir / "metrics.json", metrics)
     return metrics
 
+# %% ../nbs/06_eval.ipynb #5743c75d
 def run_cell(cfg: CellConfig, out_dir) -> dict:
     "Train, evaluate and write one cell; return its metrics."
     trainer, ledger, secs = train_cell(cfg, out_dir)

@@ -24,12 +24,14 @@ def _lora_parts(mod) -> tuple:
         parts.append((mod.lora_A[name].weight, mod.lora_B[name].weight, mod.scaling[name]))
     return mod.base_layer, parts
 
+# %% ../nbs/03a_fastgen.ipynb #1f2b8746
 def _decoder_of(model):
     "The Qwen2ForCausalLM inside a plain or peft-wrapped model."
     inner = model
     if hasattr(inner, "get_base_model"): inner = inner.get_base_model()
     return inner
 
+# %% ../nbs/03a_fastgen.ipynb #4f27f01d
 def fast_unsupported(model, **gen) -> str | None:
     "Why `fast_generate` cannot reproduce 🤗 `generate` for `model` with sampling settings `gen` (None when it can)."
     m = _decoder_of(model)
@@ -76,11 +78,13 @@ class _Linear:
                 outs[i] = torch.addmm(outs[i], next(h), bw.t(), alpha=s)
         return outs
 
+# %% ../nbs/03a_fastgen.ipynb #27b520ef
 def _rms(x, w, eps):
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return w * h.to(x.dtype)
 
+# %% ../nbs/03a_fastgen.ipynb #d7c297c3
 def _rotate(x, cos, sin):
     h = x.shape[-1] // 2
     return torch.addcmul(x * cos, torch.cat((-x[..., h:], x[..., :h]), dim=-1), sin)
@@ -133,6 +137,7 @@ class FastDecoder:
         for L, (kc, vc) in zip(self.layers, caches): x = self._block(x, L, cos, sin, kc, vc, start, bias)
         return self.head(_rms(x[:, -1], self.norm, self.eps))[0]
 
+# %% ../nbs/03a_fastgen.ipynb #8b2d25e5
 def _prefill_bias(mask: torch.Tensor, groups: int, dtype) -> torch.Tensor:
     "Additive mask [B, 1, groups*P, P]: causal, pads never attended (a large negative, not -inf, so pad rows stay finite)."
     B, P = mask.shape

@@ -75,6 +75,7 @@ class LoraSpec:
         if get("r") is None: raise ValueError("LoRA spec needs a rank `r`")
         return cls(int(get("r")), _match_targets(get("target_modules")))
 
+# %% ../nbs/01_flops.ipynb #e417cbc7
 def _match_targets(targets) -> tuple:
     "The linear layers a peft `target_modules` value selects."
     if targets is None: return ("q_proj", "v_proj")
@@ -133,6 +134,7 @@ def _dims(self: ModelFlops) -> dict:
     d, q, kv, i = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate
     return dict(q_proj=(d, q), k_proj=(d, kv), v_proj=(d, kv), o_proj=(q, d), gate_proj=(d, i), up_proj=(d, i), down_proj=(i, d))
 
+# %% ../nbs/01_flops.ipynb #49513814
 @patch
 def _lora_fwd(self: ModelFlops, name: str) -> float:
     "Forward FLOPs per token of the adapter on one linear layer (0 when not targeted)."
@@ -140,11 +142,13 @@ def _lora_fwd(self: ModelFlops, name: str) -> float:
     a, b = self._dims()[name]
     return 2. * self.lora.r * (a + b)
 
+# %% ../nbs/01_flops.ipynb #cfdb821c
 @patch
 def _linear_per_token(self: ModelFlops, adapter: bool = True) -> float:
     "Forward FLOPs per token of one layer's linear layers (with the adapter when `adapter`)."
     return sum(2. * a * b + (self._lora_fwd(n) if adapter else 0.) for n, (a, b) in self._dims().items())
 
+# %% ../nbs/01_flops.ipynb #3a96be89
 @patch
 def _head_per_position(self: ModelFlops) -> float:
     "Forward FLOPs of the output head at one position where it is applied."
@@ -152,6 +156,7 @@ def _head_per_position(self: ModelFlops) -> float:
     return {"lm": 2. * d * self.vocab, "score": 2. * d * self.num_labels,
             "prm": 2. * d * d + 2. * d * self.num_labels}[self.head]
 
+# %% ../nbs/01_flops.ipynb #acd4a224
 @patch(as_prop=True)
 def n_params(self: ModelFlops) -> int:
     "Non-embedding parameters: linear weights, q/k/v biases and norms (no embedding, no output head)."
@@ -160,6 +165,7 @@ def n_params(self: ModelFlops) -> int:
     if self.attn_bias: per_layer += sum(dims[n][1] for n in ("q_proj", "k_proj", "v_proj"))
     return self.layers * per_layer + self.hidden
 
+# %% ../nbs/01_flops.ipynb #44a9d90c
 @patch(as_prop=True)
 def n_lora_params(self: ModelFlops) -> int:
     "Trainable LoRA parameters (0 without an adapter)."
@@ -193,11 +199,13 @@ def _positions(seq_len: int, logits) -> int:
     if isinstance(logits, int) and not isinstance(logits, bool): return min(check_positive("logits", logits, integer=True), seq_len)
     raise ValueError(f"logits must be 'all', 'last' or a positive int (positions kept), got {logits!r}")
 
+# %% ../nbs/01_flops.ipynb #f4d35c31
 def _head_count(batch: int, seq_len: int, logits, head_positions) -> int:
     "Total positions where the head runs: `head_positions` when given, else `batch` x positions per row."
     if head_positions is None: return batch * _positions(seq_len, logits)
     return check_positive("head_positions", head_positions, integer=True, allow_zero=True)
 
+# %% ../nbs/01_flops.ipynb #d6727706
 @patch
 def forward(self: ModelFlops,
              batch: int, # sequences in the padded batch
@@ -211,6 +219,7 @@ def forward(self: ModelFlops,
     layer = s * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * s * s
     return b * self.layers * layer + _head_count(b, s, logits, head_positions) * self._head_per_position()
 
+# %% ../nbs/01_flops.ipynb #3b8bbdf1
 @patch
 def generate(self: ModelFlops,
               batch: int, # sequences generated together (padded batch)
@@ -227,6 +236,7 @@ def generate(self: ModelFlops,
                   + steps * self._head_per_position())
     return self.forward(b, p, logits="last") + decode
 
+# %% ../nbs/01_flops.ipynb #2badd5a3
 @patch
 def reward_forward(self: ModelFlops, batch: int, seq_len: int) -> float:
     "FLOPs of a reward/PRM/verifier forward: the head is applied at every position."
@@ -245,6 +255,7 @@ def _linear_bwd(self: ModelFlops, name: str, x_grad: bool) -> tuple[float, bool]
         f += 4. * r * b + 2. * a * r + (2. * a * r if x_grad else 0.) # dB, d(hidden of rank r), dA, dx
     return f, x_grad or full or adapted
 
+# %% ../nbs/01_flops.ipynb #9aab0f40
 @patch
 def _backward(self: ModelFlops, batch: int, seq_len: int, logits="all", input_grads: bool = False,
               head_positions: int | None = None, head_recompute: bool = False) -> float:
@@ -265,6 +276,7 @@ def _backward(self: ModelFlops, batch: int, seq_len: int, logits="all", input_gr
     head = _head_count(batch, s, logits, head_positions) * self._head_per_position() * (grad + (self.lora is None) + head_recompute)
     return batch * (s * per_tok + per_seq) + head
 
+# %% ../nbs/01_flops.ipynb #eecb9689
 @patch
 def train_step(self: ModelFlops,
                 batch: int, # sequences in the padded batch
@@ -278,7 +290,7 @@ def train_step(self: ModelFlops,
     return (self.forward(batch, seq_len, logits, head_positions=head_positions)
             + self._backward(batch, seq_len, logits, input_grads, head_positions, head_recompute))
 
-
+# %% ../nbs/01_flops.ipynb #7bc0de01
 @patch
 def recompute(self: ModelFlops,
               batch: int, # sequences in the padded batch
@@ -326,6 +338,7 @@ def _tiny_model(config: dict, device: str):
     torch.manual_seed(0)
     with torch.device(device): return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
 
+# %% ../nbs/01_flops.ipynb #1aeb4d8f
 def validate_flops(config, # anything `load_config` reads
                    lora=None, # LoRA spec for the "train_lora" check (default: rank 8, all seven linear layers)
                    batch: int = 2, # padded batch
@@ -435,34 +448,40 @@ def totals(self: FlopsLedger, useful: bool = False) -> dict:
     sums[key] = (len(self._events), out)
     return dict(out)
 
+# %% ../nbs/01_flops.ipynb #00149b1c
 @patch(as_prop=True)
 def total(self: FlopsLedger) -> float:
     "Executed FLOPs inside the budget (search + learning + reward)."
     t = self.totals()
     return sum(t[c] for c in BUDGET_COMPONENTS)
 
+# %% ../nbs/01_flops.ipynb #632f6819
 @patch(as_prop=True)
 def rho(self: FlopsLedger) -> float:
     "Update fraction: learning / (search + learning + reward); NaN before anything is recorded."
     total = self.total
     return self.totals()["learning"] / total if total > 0 else float("nan")
 
+# %% ../nbs/01_flops.ipynb #83ec933e
 @patch(as_prop=True)
 def shares(self: FlopsLedger) -> dict:
     "Share of the budgeted total per budget component."
     t, total = self.totals(), self.total
     return {c: (t[c] / total if total > 0 else float("nan")) for c in BUDGET_COMPONENTS}
 
+# %% ../nbs/01_flops.ipynb #3a669c7d
 @patch(as_prop=True)
 def remaining(self: FlopsLedger) -> float:
     "FLOPs left in the budget (never negative; inf without a budget)."
     return math.inf if self.budget is None else max(0.0, self.budget - self.total)
 
+# %% ../nbs/01_flops.ipynb #bb835030
 @patch(as_prop=True)
 def exhausted(self: FlopsLedger) -> bool:
     "True once the budgeted total reached the budget."
     return self.budget is not None and self.total >= self.budget
 
+# %% ../nbs/01_flops.ipynb #39f64313
 @patch(as_prop=True)
 def overshoot(self: FlopsLedger) -> float:
     "FLOPs spent past the budget (0 while within it)."
@@ -476,6 +495,7 @@ def to_frame(self: FlopsLedger) -> pd.DataFrame:
         dict(step="int64", tokens="int64", useful_tokens="int64", flops="float64", useful_flops="float64",
              seconds="float64", time="float64", component="str", phase="str"))
 
+# %% ../nbs/01_flops.ipynb #a55282d7
 @patch
 def save(self: FlopsLedger, path) -> Path:
     "Write the ledger to parquet atomically (temporary file, then rename); return the path."
@@ -487,6 +507,7 @@ def save(self: FlopsLedger, path) -> Path:
     with atomic_path(path) as tmp: pq.write_table(table.replace_schema_metadata(meta), tmp)
     return path
 
+# %% ../nbs/01_flops.ipynb #13201db2
 @patch(cls_method=True)
 def load(cls: FlopsLedger, path) -> FlopsLedger:
     "Read a ledger written by `save`."
@@ -499,6 +520,7 @@ def load(cls: FlopsLedger, path) -> FlopsLedger:
     meta = json.loads((table.schema.metadata or {}).get(b"race_nb", b"{}"))
     return cls(budget=meta.get("budget"), events=table.to_pandas().to_dict("records"))
 
+# %% ../nbs/01_flops.ipynb #11286c84
 @patch(cls_method=True)
 def combine(cls: FlopsLedger, ledgers) -> FlopsLedger:
     "One ledger holding every event of `ledgers`; budgets add up when every ledger has one."
@@ -507,6 +529,7 @@ def combine(cls: FlopsLedger, ledgers) -> FlopsLedger:
     budget = sum(budgets) if budgets and all(b is not None for b in budgets) else None
     return cls(budget=budget, events=[e for l in ledgers for e in l._events])
 
+# %% ../nbs/01_flops.ipynb #84ea6c49
 @patch
 def __add__(self: FlopsLedger, other: FlopsLedger) -> FlopsLedger: return FlopsLedger.combine([self, other])
 
@@ -528,7 +551,10 @@ def compute_card(self: FlopsLedger, title: str = "compute card") -> str:
     lines.append(f"  eval (outside the budget) {t['eval']:.3e}")
     return "\n".join(lines)
 
+# %% ../nbs/01_flops.ipynb #44fa872a
 @patch
 def __str__(self: FlopsLedger) -> str: return self.compute_card()
+
+# %% ../nbs/01_flops.ipynb #de251607
 @patch
 def __repr__(self: FlopsLedger) -> str: return f"FlopsLedger({len(self)} events, total={self.total:.3e}, rho={self.rho:.3f}, budget={self.budget})"

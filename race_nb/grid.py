@@ -49,18 +49,21 @@ def _check_values(key: str, values: list, fail):
         if v not in valid and not (key == "model" and is_checkpoint_ref(v)):
             fail(key, f"unknown {key} {v!r}; valid: {', '.join(sorted(valid))}" + (", a checkpoint folder or toy:NAME" if key == "model" else ""))
 
-def load_grid(path) -> dict:
-    "Parse and validate a grid file; raise `GridError` naming what is wrong and where."
-    path = Path(path)
+# %% ../nbs/07_grid.ipynb #c9060398
+def _parse(path: Path) -> tuple[dict, dict]:
+    "The grid's YAML and the line of each key (for messages); malformed YAML names its line."
     if not path.exists(): raise GridError(f"{path}: no such grid file")
     text = path.read_text()
     try: g = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise GridError(f"{path}:{mark.line + 1 if mark else '?'}: malformed YAML: {getattr(e, 'problem', e)}") from None
-    lines = _key_lines(text)
-    def fail(key, msg): raise GridError(f"{path}:{lines.get(key, '?')}: {key}: {msg}")
     if not isinstance(g, dict): raise GridError(f"{path}: a grid is a mapping with keys {', '.join(GRID_KEYS)}")
+    return g, _key_lines(text)
+
+# %% ../nbs/07_grid.ipynb #2189caef
+def _check_sections(g: dict, fail) -> None:
+    "Known top-level keys, a usable name, and `fixed`/`axes` mappings of cell parameters (budget and seed have their own lists)."
     for k in g:
         if k not in GRID_KEYS: fail(k, f"unknown key; valid: {', '.join(GRID_KEYS)}")
     if not isinstance(g.get("name"), str) or not g["name"].replace("-", "").replace("_", "").isalnum():
@@ -72,12 +75,20 @@ def load_grid(path) -> dict:
         for k in d:
             if k not in CELL_FIELDS or k in ("budget", "seed"):
                 fail(f"{sect}.{k}", f"unknown parameter; valid: {', '.join(f for f in CELL_FIELDS if f not in ('budget', 'seed'))}")
-    for k, v in axes.items():
+
+# %% ../nbs/07_grid.ipynb #1300c22d
+def _check_axes(g: dict, fail) -> None:
+    "Every axis a non-empty list; models, rewards and arms (on axes or fixed) known to the registries."
+    for k, v in (g.get("axes") or {}).items():
         if not isinstance(v, list): fail(f"axes.{k}", "an axis must be a list")
         if not v: fail(f"axes.{k}", "empty axis: a grid needs at least one value per axis")
         _check_values(k, v, lambda key, msg: fail(f"axes.{k}", msg))
-    for k, v in fixed.items():
+    for k, v in (g.get("fixed") or {}).items():
         if k in ("model", "reward", "arm"): _check_values(k, [v], lambda key, msg: fail(f"fixed.{k}", msg))
+
+# %% ../nbs/07_grid.ipynb #ac549fd8
+def _check_budgets_seeds(g: dict, fail) -> None:
+    "Non-empty lists of positive budgets and integer seeds."
     for k in ("budgets", "seeds"):
         v = g.get(k)
         if not isinstance(v, list) or not v: fail(k, "must be a non-empty list")
@@ -86,6 +97,14 @@ def load_grid(path) -> dict:
         except (TypeError, ValueError): fail("budgets", f"budgets must be positive numbers, got {b!r}")
     for s in g["seeds"]:
         if not isinstance(s, int) or isinstance(s, bool): fail("seeds", f"seeds must be integers, got {s!r}")
+
+# %% ../nbs/07_grid.ipynb #e9fba8fc
+def load_grid(path) -> dict:
+    "Parse and validate a grid file; raise `GridError` naming what is wrong and where (file:line: key: problem)."
+    path = Path(path)
+    g, lines = _parse(path)
+    def fail(key, msg): raise GridError(f"{path}:{lines.get(key, '?')}: {key}: {msg}")
+    for check in (_check_sections, _check_axes, _check_budgets_seeds): check(g, fail)
     g["cells"] = _resolve(g, fail)
     return g
 
@@ -94,6 +113,7 @@ def cell_id(params: dict) -> str:
     "Stable id of a cell: a hash of its resolved parameters."
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
+# %% ../nbs/07_grid.ipynb #28739436
 def _resolve(g: dict, fail) -> list[dict]:
     "Resolved parameters of every cell."
     fixed, axes = dict(g.get("fixed") or {}), g["axes"]
@@ -142,6 +162,7 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
                          rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / (peak * mfu) / 3600))
     return pd.DataFrame(rows)
 
+# %% ../nbs/07_grid.ipynb #295c4f71
 def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:
     "The plan as a table for people (one row per model, reward, arm and budget; seeds folded unless `seeds`)."
     cols = ["model", "reward", "arm", "budget"] + (["seed"] if seeds else [])
@@ -158,21 +179,25 @@ def read_status(cell_dir) -> dict:
     try: return json.loads((Path(cell_dir) / "status.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError): return {"status": "pending"}
 
+# %% ../nbs/07_grid.ipynb #a1996917
 def set_status(cell_dir, status: str, **info) -> dict:
     "Write a cell's status.json atomically."
     rec = {"status": status, "time": time.time(), "pid": os.getpid(), **info}
     write_atomic(Path(cell_dir) / "status.json", json.dumps(rec, indent=2))
     return rec
 
+# %% ../nbs/07_grid.ipynb #3c8a56e1
 def valid_metrics(cell_dir) -> dict | None:
     "The cell's metrics when metrics.json exists and parses, else None."
     try: return json.loads((Path(cell_dir) / "metrics.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError): return None
 
+# %% ../nbs/07_grid.ipynb #c2111e28
 def cell_done(cell_dir, status: dict | None = None) -> bool:
     "The one test of a finished cell: marked done and with valid metrics (a done mark without them is pending)."
     return (status or read_status(cell_dir))["status"] == "done" and valid_metrics(cell_dir) is not None
 
+# %% ../nbs/07_grid.ipynb #0a7feda9
 @contextlib.contextmanager
 def cell_lock(cell_dir):
     "Non-blocking exclusive lock on a cell; yields False when another process holds it."
@@ -184,6 +209,7 @@ def cell_lock(cell_dir):
         try: yield True
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
+# %% ../nbs/07_grid.ipynb #5b8f9889
 def _attempt(cell_dir, what: str):
     with open(Path(cell_dir) / "attempts.log", "a") as f: f.write(f"{what} {os.getpid()} {time.time():.3f}\n")
 
@@ -196,41 +222,55 @@ def template_path() -> Path:
     if not p.exists(): raise FileNotFoundError(f"cell template not found at {p}; set RACE_NB_HOME to the race_nb project")
     return p
 
+# %% ../nbs/07_grid.ipynb #36b802c8
 def _papermill_params(params: dict, cell_dir: Path) -> dict:
     "The template reads the cell's params.yaml: one source of truth, no per-field parameters."
     return {"params_file": str(cell_dir / "params.yaml"), "output_dir": str(cell_dir)}
 
-def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None) -> str:
-    "Run one cell unless it is done (or failed and not retried); return its final status."
+# %% ../nbs/07_grid.ipynb #5274d4df
+def _settled(cell_dir: Path, retry_failed: bool) -> str | None:
+    "The status of a cell that must not run again (done, failed and not retried, or recovered from a dead runner); None when it should run."
+    st = read_status(cell_dir)["status"]
+    if cell_done(cell_dir): return "done"
+    if st == "failed" and not retry_failed: return "failed"
+    if st == "running" and valid_metrics(cell_dir) is not None:  # its runner died after the results were written
+        set_status(cell_dir, "done", recovered=True); _attempt(cell_dir, "recovered"); return "done"
+    return None
+
+# %% ../nbs/07_grid.ipynb #397db394
+def _failure(e: Exception) -> dict:
+    "What a failed cell's status.json keeps: the error, the end of the traceback, and the notebook's own exception when papermill gives one."
+    err = dict(error=f"{type(e).__name__}: {e}"[:2000], traceback=traceback.format_exc()[-8000:])
+    if hasattr(e, "ename"): err.update(ename=e.ename, evalue=str(e.evalue)[:2000])
+    return err
+
+# %% ../nbs/07_grid.ipynb #9e636d6e
+def _execute(cell_dir: Path, params: dict, kernel: str) -> None:
+    "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
     from race_nb.core import run_notebook
+    with open(cell_dir / "cell.log", "w") as logf:
+        run_notebook(template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir), cell_dir, kernel,
+                     stdout_file=logf, stderr_file=logf)
+    if valid_metrics(cell_dir) is None: raise RuntimeError("the cell notebook finished without a valid metrics.json")
+
+# %% ../nbs/07_grid.ipynb #5b5acd42
+def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None) -> str:
+    "Run one cell unless it is done (or failed and not retried); return its final status. A failure is recorded, never raised."
     cell_dir = Path(cell_dir).resolve()  # the kernel runs inside the cell folder: relative paths would nest
     if threads:  # the kernel inherits these: several cells on few cores must not oversubscribe them
         for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"): os.environ[v] = str(threads)
     with cell_lock(cell_dir) as got:
         if not got: return "running"
-        st = read_status(cell_dir)["status"]
-        if cell_done(cell_dir): return "done"
-        if st == "failed" and not retry_failed: return "failed"
-        if st == "running" and valid_metrics(cell_dir) is not None:  # its runner died after the results were written
-            set_status(cell_dir, "done", recovered=True); _attempt(cell_dir, "recovered"); return "done"
+        if (st := _settled(cell_dir, retry_failed)) is not None: return st
         write_atomic(cell_dir / "params.yaml", yaml.safe_dump(params, sort_keys=False))
         for stale in ("metrics.json", "ledger.parquet"): (cell_dir / stale).unlink(missing_ok=True)
         t0 = time.time()
-        set_status(cell_dir, "running", start=t0)
-        _attempt(cell_dir, "start")
-        try:
-            with open(cell_dir / "cell.log", "w") as logf:
-                run_notebook(template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir), cell_dir, kernel,
-                             stdout_file=logf, stderr_file=logf)
-            if valid_metrics(cell_dir) is None: raise RuntimeError("the cell notebook finished without a valid metrics.json")
+        set_status(cell_dir, "running", start=t0); _attempt(cell_dir, "start")
+        try: _execute(cell_dir, params, kernel)
         except Exception as e:  # any failure of the cell is recorded, not raised: the grid goes on
-            err = dict(error=f"{type(e).__name__}: {e}"[:2000], traceback=traceback.format_exc()[-8000:])
-            if hasattr(e, "ename"): err.update(ename=e.ename, evalue=str(e.evalue)[:2000])
-            set_status(cell_dir, "failed", start=t0, end=time.time(), **err)
-            _attempt(cell_dir, "failed")
+            set_status(cell_dir, "failed", start=t0, end=time.time(), **_failure(e)); _attempt(cell_dir, "failed")
             return "failed"
-        set_status(cell_dir, "done", start=t0, end=time.time(), wall_seconds=time.time() - t0)
-        _attempt(cell_dir, "done")
+        set_status(cell_dir, "done", start=t0, end=time.time(), wall_seconds=time.time() - t0); _attempt(cell_dir, "done")
         return "done"
 
 # %% ../nbs/07_grid.ipynb #e06a3149
@@ -239,10 +279,12 @@ def _die_with_parent():
     try: ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError): pass
 
+# %% ../nbs/07_grid.ipynb #8c6a8a7e
 def cell_threads(workers: int) -> int:
     "Torch threads per cell: the cores shared out among the workers (tiny models run best on one thread each)."
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
+# %% ../nbs/07_grid.ipynb #4abb0bc7
 def _run_local(todo: list, workers: int, retry_failed: bool) -> dict:
     out, threads = {}, cell_threads(workers)
     bar = tqdm(total=len(todo), desc="cells", unit="cell")
@@ -259,6 +301,7 @@ def _run_local(todo: list, workers: int, retry_failed: bool) -> dict:
     finally: bar.close()
     return out
 
+# %% ../nbs/07_grid.ipynb #b7896d99
 def _run_slurm(todo: list, folder: Path, retry_failed: bool, cluster: str | None, slurm: dict | None) -> dict:
     import submitit
     ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
@@ -312,6 +355,7 @@ def _cells(runs_dir) -> list[Path]:
     if not runs_dir.is_dir(): raise FileNotFoundError(f"no runs folder at {runs_dir}")
     return sorted(p for p in runs_dir.iterdir() if p.is_dir() and (p / "params.yaml").exists())
 
+# %% ../nbs/07_grid.ipynb #c64ee8f7
 def grid_status(runs_dir) -> "pd.DataFrame":
     "One row per cell: id, status (stale: marked running, but no live runner holds it), model, reward, arm, budget, seed, wall time, error."
     import pandas as pd
@@ -330,6 +374,7 @@ METRIC_COLUMNS = TARGETS + tuple(f"{t}_warm" for t in TARGETS) + ("rho", "n", "m
                   "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps",
                   "train_seconds", "eval_seconds", "mean_completion_chars")
 
+# %% ../nbs/07_grid.ipynb #598c7253
 def aggregate(runs_dir, # a grid's runs folder
               write: bool = True, # write results.parquet in runs_dir
              ) -> "pd.DataFrame":
@@ -348,6 +393,7 @@ def aggregate(runs_dir, # a grid's runs folder
         with atomic_path(Path(runs_dir) / "results.parquet") as tmp: df.to_parquet(tmp, index=False)
     return df
 
+# %% ../nbs/07_grid.ipynb #64213f6e
 def per_prompt_results(runs_dir, # a grid's runs folder
                        cells=None, # cell ids to read (default: every done cell)
                       ) -> "pd.DataFrame":

@@ -42,6 +42,7 @@ def reward_model_flops(reward: str, # reward system
                                         f"set reward_settings.{reward}.path to a local copy")
     return ModelFlops.from_config(AutoConfig.from_pretrained(s["hub_id"], trust_remote_code=bool(s.get("trust_remote_code"))))
 
+# %% ../nbs/05_grpo.ipynb #2d0545ef
 def policy_flops(model: str, # registered name, local checkpoint folder or toy:NAME
                  lora_r: int = 16, # LoRA rank (all seven linear layers)
                  path=None, # the checkpoint the run loads (its own config.json is counted)
@@ -51,6 +52,7 @@ def policy_flops(model: str, # registered name, local checkpoint folder or toy:N
     src = resolve_weights(model, path) if (path or is_checkpoint_ref(model)) else model_entry(model).config
     return ModelFlops.from_config(src, lora=LoraSpec(lora_r, LINEARS))
 
+# %% ../nbs/05_grpo.ipynb #b4b480c5
 def arm_flops(arm: Arm, policy: ModelFlops, # the policy (with its LoRA spec)
               reward: ModelFlops | None = None, # reward model, None for rule-based rewards
               prompts: int = 8, # prompts per generation batch
@@ -67,11 +69,13 @@ def arm_flops(arm: Arm, policy: ModelFlops, # the policy (with its LoRA spec)
     return dict(search=policy.generate(B, prompt_len, completion_len), learning=learning,
                 reward=reward.reward_forward(B, S) if reward is not None else 0.0)
 
+# %% ../nbs/05_grpo.ipynb #0b857917
 def predict_rho(arm: Arm, policy: ModelFlops, reward: ModelFlops | None = None, **kw) -> float:
     "Predicted update fraction of an arm."
     f = arm_flops(arm, policy, reward, **kw)
     return f["learning"] / sum(f.values())
 
+# %% ../nbs/05_grpo.ipynb #ba1242d1
 def arm_for_rho(target_rho: float, # wanted update fraction, in (0, 1)
                 model: str = "tiny-s", # registered policy
                 reward: str = "sparse", # registered reward system
@@ -119,6 +123,7 @@ class BudgetCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kw):
         if self.bar is not None: self.bar.close()
 
+# %% ../nbs/05_grpo.ipynb #8dc44892
 class LedgerCheckpointCallback(TrainerCallback):
     "Write the ledger into every checkpoint folder, so a resumed run continues it."
     def __init__(self, ledger: FlopsLedger): self.ledger = ledger
@@ -127,6 +132,7 @@ class LedgerCheckpointCallback(TrainerCallback):
         ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and ckpt.is_dir(): self.ledger.save(ckpt / "ledger.parquet")
 
+# %% ../nbs/05_grpo.ipynb #073c308c
 @contextlib.contextmanager
 def _quiet_deprecations():
     "Silence transformers' gradient_checkpointing -> activation_checkpointing renames, which trl and peft call, not the user."
@@ -136,6 +142,7 @@ def _quiet_deprecations():
 
 PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
 
+# %% ../nbs/05_grpo.ipynb #9165ba62
 def peak_flops_of(device) -> float | None:
     "Dense bf16 peak FLOP/s of a known CUDA accelerator (None on CPU or an unknown one)."
     device = torch.device(device)
@@ -143,6 +150,7 @@ def peak_flops_of(device) -> float | None:
     name = torch.cuda.get_device_name(device)
     return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
 
+# %% ../nbs/05_grpo.ipynb #7431d2c7
 def _compact_head(device) -> bool:
     "Does trl's fused head score only the completion tokens on this device (Triton) rather than every position?"
     from trl.trainer.utils import _use_triton
@@ -160,6 +168,7 @@ def _fast_reason(tr) -> str | None:
     return fast_unsupported(tr.accelerator.unwrap_model(tr.model), top_k=tr.top_k, top_p=tr.top_p, min_p=tr.min_p,
                             repetition_penalty=tr.repetition_penalty)
 
+# %% ../nbs/05_grpo.ipynb #e43afd4c
 def _fast_completions(tr, prompt_ids: list[list[int]]) -> tuple:
     "Completion ids (each cut after its first EOS) of left-padded prompts, sampled by `fast_generate`; no logprobs."
     from trl.trainer.utils import pad
@@ -198,6 +207,7 @@ def charge_reward_model(fn, # a reward function given to the trainer
         fn.__race_models__ = tuple(models)
     return fn
 
+# %% ../nbs/05_grpo.ipynb #ea3e6824
 class ModelCharge:
     "Forward hooks on one reward model: each forward run while the trainer scores is charged to `reward` on its padded shape."
     def __init__(self, trainer, # the LedgerGRPOTrainer whose ledger is charged while it scores
@@ -226,6 +236,7 @@ class ModelCharge:
     def remove(self):
         for h in self.handles: h.remove()
 
+# %% ../nbs/05_grpo.ipynb #4409669f
 def _attach_rewards(tr) -> list[str]:
     "Make every reward function of `tr` charge its ledger; return the names of those charged 0 FLOPs without a declaration."
     uncharged, tr._charges = [], []
@@ -314,6 +325,7 @@ def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: floa
         self.ledger.record(step, "learning", f"{k}_logprob", mf.forward(B, P + C, adapter=k == "old", head_positions=hp),
                            tokens=B * (P + C), seconds=logprob_seconds / len(ran))
 
+# %% ../nbs/05_grpo.ipynb #711965f7
 @patch
 def _downsample(self: LedgerGRPOTrainer, out: dict) -> dict:
     "Keep the `keep` rollouts of largest reward variance per group and recompute their advantages."
@@ -331,6 +343,7 @@ def _downsample(self: LedgerGRPOTrainer, out: dict) -> dict:
     new["num_items_in_batch"] = new["completion_mask"].sum()
     return new
 
+# %% ../nbs/05_grpo.ipynb #8fda61d5
 @patch
 def _generate(self: LedgerGRPOTrainer, prompts):
     "trl's generation, timed (the search phase's wall time)."
@@ -339,6 +352,7 @@ def _generate(self: LedgerGRPOTrainer, prompts):
     self._gen_seconds = time.perf_counter() - t0
     return out
 
+# %% ../nbs/05_grpo.ipynb #ce2e4d7b
 @patch
 def _generate_and_score_completions(self: LedgerGRPOTrainer, inputs):
     "trl's generation, scoring and no-grad log-prob forwards; charges them, then keeps the `keep` rollouts of largest reward variance."
@@ -350,6 +364,7 @@ def _generate_and_score_completions(self: LedgerGRPOTrainer, inputs):
     self._record_generation(out, logprob_seconds=max(0.0, rest))
     return self._downsample(out) if self.keep < self.num_generations else out
 
+# %% ../nbs/05_grpo.ipynb #96064c04
 @patch
 def compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, num_items_in_batch=None):
     "trl's GRPO loss; notes the FLOPs of the forward and backward it is about to run (recorded by `training_step`)."
@@ -364,6 +379,7 @@ def compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, n
                                     tokens=B * (P + C), useful_tokens=useful)
     return GRPOTrainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
 
+# %% ../nbs/05_grpo.ipynb #8e7020ba
 @patch
 def training_step(self: LedgerGRPOTrainer, model, inputs, num_items_in_batch=None):
     "trl's training step; the update pass is recorded with its wall time (generation excluded)."
@@ -397,6 +413,7 @@ def ledger_logs(ledger: FlopsLedger, # the run's ledger
         out.update({f"mfu/{c}": t[c] / (secs[c] * peak) for c in BUDGET_COMPONENTS if secs[c] > 0})
     return out
 
+# %% ../nbs/05_grpo.ipynb #100b931b
 @patch
 def log(self: LedgerGRPOTrainer, logs: dict, start_time: float | None = None) -> None:
     "trl's log record, with the ledger's numbers added to training records."
@@ -405,6 +422,7 @@ def log(self: LedgerGRPOTrainer, logs: dict, start_time: float | None = None) ->
         self._logged = (self.state.global_step, self.ledger.totals())
     GRPOTrainer.log(self, logs, start_time)
 
+# %% ../nbs/05_grpo.ipynb #59d9a19e
 @patch
 def floating_point_ops(self: LedgerGRPOTrainer, inputs) -> float:
     "The ledger's FLOPs since the previous call: trl's `total_flos` becomes the ledger's total."
@@ -412,6 +430,7 @@ def floating_point_ops(self: LedgerGRPOTrainer, inputs) -> float:
     delta, self._flos_seen = total - self._flos_seen, total
     return delta
 
+# %% ../nbs/05_grpo.ipynb #2abaae43
 @patch
 def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs):
     "trl's `train`; resumes a checkpoint's ledger, then prints the compute card and writes it (and the ledger) to output_dir."
@@ -451,6 +470,7 @@ def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
             temperature=cfg.temperature, learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
             max_steps=cfg.max_steps, dataloader_num_workers=0, remove_unused_columns=False)
 
+# %% ../nbs/05_grpo.ipynb #6069375d
 def min_budget(cfg: CellConfig, arm: Arm, prompt_len: int = 16) -> float:
     "FLOPs of one generation cycle at full completion length: the smallest budget that can run a step."
     return sum(arm_flops(arm, policy_flops(cfg.model, cfg.lora_r, cfg.model_path), reward_model_flops(cfg.reward, cfg.reward_settings),
@@ -464,6 +484,7 @@ def load_cell_policy(cfg: CellConfig) -> tuple:
     attn = cfg.attn_implementation or ("eager" if device == "cpu" else None)
     return load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, attn_implementation=attn, device=device)
 
+# %% ../nbs/05_grpo.ipynb #1f11a1df
 def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     "The keyword arguments of trl's GRPOTrainer for a cell (policy, LoRA, reward, dataset, config); `arm` overrides the cell's."
     from datasets import Dataset
@@ -491,6 +512,7 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     return dict(model=model, reward_funcs=[reward], args=args,
                 train_dataset=ds, processing_class=tok, peft_config=lora)
 
+# %% ../nbs/05_grpo.ipynb #c37e767e
 def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None, arm: Arm | None = None) -> LedgerGRPOTrainer:
     "A `LedgerGRPOTrainer` for the cell (policy with LoRA, reward, dataset, budget); `arm` overrides the cell's."
     from transformers.trainer_callback import PrinterCallback
@@ -524,6 +546,7 @@ def count_by_component(trainer: LedgerGRPOTrainer, # a trainer about to train
     total = float(fc.get_total_flops())
     return out, dict(search=float(parts["search"]), learning=total - parts["search"] - parts["reward"], reward=float(parts["reward"]))
 
+# %% ../nbs/05_grpo.ipynb #d6bae807
 def whole_step_check(arm: Arm, # arm to run (use n > m and mu > 1 to exercise every phase)
                      reward: str = "sparse", # reward system
                      cycles: int = 3, # generation cycles

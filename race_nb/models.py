@@ -32,6 +32,7 @@ def check_alphabet(text: str) -> str:
     if bad: raise ValueError(f"characters outside the tiny alphabet: {', '.join(map(repr, bad))} (alphabet: {ALPHABET!r})")
     return text
 
+# %% ../nbs/03_models.ipynb #dcd99492
 def char_tokenizer():
     "A character-level `PreTrainedTokenizerFast` over `ALPHABET` with pad, eos and unk tokens."
     from tokenizers import Tokenizer, Regex, decoders, models, pre_tokenizers
@@ -43,6 +44,7 @@ def char_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
                                    padding_side="left")
 
+# %% ../nbs/03_models.ipynb #03bd9a47
 def load_tokenizer(path):
     "Reload a saved character tokenizer (as `PreTrainedTokenizerFast`, left padding)."
     from transformers import PreTrainedTokenizerFast
@@ -57,6 +59,7 @@ def is_offline() -> bool:
     "True when `HF_HUB_OFFLINE` forbids hub downloads."
     return os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() not in ("", "0", "false", "no")
 
+# %% ../nbs/03_models.ipynb #86110b69
 def resolve_path(path, # a local folder or a `toy:NAME` reference
                  setting: str = "model_path", # the setting that named it (for the error message)
                 ) -> str:
@@ -69,6 +72,7 @@ def resolve_path(path, # a local folder or a `toy:NAME` reference
         raise FileNotFoundError(f"no weights at {path} (from {setting}); point {setting} at a local copy, or leave it empty to use the hub id online")
     return str(Path(path).expanduser())
 
+# %% ../nbs/03_models.ipynb #c62789a1
 def resolve_weights(name: str, # registry name
                     path=None, # local folder with weights (preferred)
                    ) -> str:
@@ -135,6 +139,7 @@ def generate(model, tokenizer, prompts: list[str], # model inputs (already forma
     model.train(was_training)
     return out
 
+# %% ../nbs/03_models.ipynb #b9bab79e
 def pass_at_1(model, tokenizer, records: list[dict], # records with prompt, answer, task
               name: str | None = None, # registry name (chat template); None: raw prompts
               **kw, # passed to `generate`
@@ -157,14 +162,17 @@ class WarmStartConfig:
     seed: int = 0 # seed of data, initialisation and order
     version: int = 1 # bump when the recipe's code changes
 
+# %% ../nbs/03_models.ipynb #2bc4eb52
 def cache_dir() -> Path:
     "Folder for built artifacts (`RACE_NB_CACHE`, default `~/.cache/race_nb`)."
     return Path(os.environ.get("RACE_NB_CACHE") or Path.home() / ".cache" / "race_nb").expanduser()
 
+# %% ../nbs/03_models.ipynb #ddc43e7f
 def artifact_key(*parts) -> str:
     "A short stable hash of JSON-serialisable parts."
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
+# %% ../nbs/03_models.ipynb #0c709916
 @contextlib.contextmanager
 def file_lock(path: Path):
     "Exclusive inter-process lock on `path` (created when missing)."
@@ -183,6 +191,7 @@ def tiny_model(name: str, seed: int = 0):
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(AutoConfig.for_model(**c))
 
+# %% ../nbs/03_models.ipynb #726a3532
 def _sft_batch(tok, records: list[dict], forget: float, rng: random.Random):
     "Input ids, attention mask and labels (prompt and padding masked) of one batch, right-padded."
     seqs = [(tok(r["prompt"])["input_ids"], tok(teacher_solution(r, forget, rng))["input_ids"] + [tok.eos_token_id])
@@ -221,16 +230,19 @@ def _train_warm(name: str, cfg: WarmStartConfig, out: Path, progress: bool) -> d
     (out / "warm_start.json").write_text(json.dumps(summary, indent=2))
     return summary
 
+# %% ../nbs/03_models.ipynb #4017077c
 def warm_start_key(name: str, cfg: WarmStartConfig) -> str:
     "Hash of every input of a warm-start recipe (architecture, recipe, pretraining data spec, alphabet)."
     return artifact_key(name, load_config(name), asdict(cfg), asdict(ARITH_SPECS["pretrain"]), ALPHABET)
 
+# %% ../nbs/03_models.ipynb #420c5e32
 def shipped_weights(folder: str) -> Path | None:
     "The shipped copy `data/weights/<folder>` of a trained tiny artifact (None when not shipped)."
     from race_nb.core import project_root
     p = project_root() / "data" / "weights" / folder
     return p if (p / "warm_start.json").exists() and (p / "model.safetensors").exists() else None
 
+# %% ../nbs/03_models.ipynb #10d44ebb
 def warm_start(name: str, # tiny-s, tiny-m or tiny-l
                cfg: WarmStartConfig = WarmStartConfig(), # the recipe
                force: bool = False, # rebuild even when cached
@@ -257,10 +269,12 @@ def torch_dtype(dtype=None, # None/"auto": bfloat16 on CUDA, float32 on CPU; or 
     if dtype in (None, "auto"): return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
     return getattr(torch, dtype) if isinstance(dtype, str) else dtype
 
+# %% ../nbs/03_models.ipynb #8035aca8
 def default_device() -> str:
     "cuda when a GPU is visible, else cpu."
     return "cuda" if torch.cuda.is_available() else "cpu"
 
+# %% ../nbs/03_models.ipynb #a1d80520
 def load_policy(name: str, # registry name, local checkpoint folder or toy:NAME
                 path=None, # local weights folder or toy:NAME (tiny: default is the warm-start cache)
                 dtype=None, # torch dtype (None: bfloat16 on CUDA, float32 on CPU)

@@ -45,13 +45,16 @@ def _design(kind: str, rho: np.ndarray) -> np.ndarray:
             "loglinear": [rho ** 0, np.log(rho)]}[kind]
     return np.stack(cols, 1)
 
+# %% ../nbs/08_race.ipynb #e2a985c2
 def fit_curve(kind: str, rho, y) -> np.ndarray:
     "Least-squares coefficients of one response model."
     return np.linalg.lstsq(_design(kind, np.asarray(rho, float)), np.asarray(y, float), rcond=None)[0]
 
+# %% ../nbs/08_race.ipynb #fb6c2bae
 def predict_curve(kind: str, coef, rho) -> np.ndarray:
     return _design(kind, np.asarray(rho, float)) @ coef
 
+# %% ../nbs/08_race.ipynb #f03dc20c
 def loo_errors(rho, y) -> dict:
     "Leave-one-out mean squared error of each model (inf when it has too few points)."
     rho, y = np.asarray(rho, float), np.asarray(y, float)
@@ -64,12 +67,14 @@ def loo_errors(rho, y) -> dict:
         out[kind] = float(np.mean(errs))
     return out
 
+# %% ../nbs/08_race.ipynb #f9c184b8
 def select_fit(rho, y, tol: float = 1e-12) -> tuple[str, dict]:
     "The model with the lowest leave-one-out error (simpler wins ties) and all errors."
     errs = loo_errors(rho, y)
     best = min(FITS, key=lambda k: (errs[k] - tol * FITS.index(k) if math.isfinite(errs[k]) else math.inf, FITS.index(k)))
     return best, errs
 
+# %% ../nbs/08_race.ipynb #7a4be1dc
 def best_rho(kind: str, rho, y) -> float:
     "Where the selected model peaks inside the observed rho range (NaN for the constant model)."
     rho = np.asarray(rho, float)
@@ -91,6 +96,7 @@ class Thresholds:
 
 REGIMES = ("update-heavy", "search-heavy", "reward-heavy", "undetermined", "insufficient data")
 
+# %% ../nbs/08_race.ipynb #19e4e4da
 def _regime(kind: str, brho: float, reward_share: float, sibling_best: float | None, th: Thresholds) -> str:
     if kind == "constant" or not math.isfinite(brho): return "undetermined"
     if (reward_share >= th.reward_share and sibling_best is not None and math.isfinite(sibling_best)
@@ -98,6 +104,7 @@ def _regime(kind: str, brho: float, reward_share: float, sibling_best: float | N
         return "reward-heavy"
     return "update-heavy" if brho >= th.rho_split else "search-heavy"
 
+# %% ../nbs/08_race.ipynb #fb4eba17
 def _reward_share(g: pd.DataFrame, brho: float) -> float:
     "Mean reward-FLOP share of the cells of the arm whose realised rho is nearest `brho`."
     share = g.flops_reward.fillna(0) / g.flops_total
@@ -129,6 +136,7 @@ def rho_prime(results: pd.DataFrame) -> pd.Series:
     sl = results.flops_search + results.flops_learning
     return (results.flops_learning / sl).where(sl > 0, results.rho)
 
+# %% ../nbs/08_race.ipynb #2744757b
 def arm_values(g: pd.DataFrame, # done cells of one configuration
                target: str, # target column
                per_prompt: pd.DataFrame | None = None, # per-prompt values (cell, target, prompt, value)
@@ -150,6 +158,7 @@ def arm_values(g: pd.DataFrame, # done cells of one configuration
             V[a, s, v.prompt.to_numpy(int)] = v.value.to_numpy(float)
     return arms, seeds, V
 
+# %% ../nbs/08_race.ipynb #742f406c
 def _paired_diff(V: np.ndarray, hi: list[int], lo: list[int]) -> np.ndarray:
     "D[seed, prompt]: mean over the `hi` arms minus mean over the `lo` arms; seeds lacking either side dropped."
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -157,6 +166,7 @@ def _paired_diff(V: np.ndarray, hi: list[int], lo: list[int]) -> np.ndarray:
         D = np.nanmean(V[hi], axis=0) - np.nanmean(V[lo], axis=0)
     return D[~np.isnan(D).all(axis=1)]
 
+# %% ../nbs/08_race.ipynb #fa90deb2
 def paired_interval(D: np.ndarray, # [seed, prompt] differences
                     th: "Thresholds", # alpha, n_boot_contrast, seed
                    ) -> tuple[float, float, float]:
@@ -173,6 +183,7 @@ def paired_interval(D: np.ndarray, # [seed, prompt] differences
     lo, hi = np.nanquantile(boots, [th.alpha / 2, 1 - th.alpha / 2])
     return est, float(lo), float(hi)
 
+# %% ../nbs/08_race.ipynb #6565c2e2
 def update_call(g: pd.DataFrame, # done cells of one configuration
                 target: str,
                 per_prompt: pd.DataFrame | None = None,
@@ -194,6 +205,25 @@ def update_call(g: pd.DataFrame, # done cells of one configuration
                 reward_heavy=share >= th.reward_share, call_arm=means[side].idxmax())
 
 # %% ../nbs/08_race.ipynb #70bcb9dc
+def _confidence(g: pd.DataFrame, target: str, sibling: float | None, call: dict, th: Thresholds) -> float:
+    "Share of bootstrap resamples of the cells giving the same regime (for an undetermined call: the best-supported directional regime's share)."
+    rng, votes = np.random.default_rng(th.seed), []
+    for _ in range(th.n_boot):
+        b = g.iloc[rng.integers(0, len(g), len(g))]
+        votes.append(_call(b, target, sibling, th)["regime"] if b.rho.round(3).nunique() >= 2 else "insufficient data")
+    directional = [v for v in votes if v in REGIMES[:3]]
+    same = (votes.count(call["regime"]) if call["regime"] != "undetermined" else
+            max((directional.count(r) for r in REGIMES[:3]), default=0))
+    return same / th.n_boot
+
+# %% ../nbs/08_race.ipynb #d8d18b78
+def _recommend(g: pd.DataFrame, target: str, call: dict) -> dict:
+    "The arm nearest the fitted best rho (the best observed arm when rho does not matter), and the best observed arm."
+    mean = g.groupby("arm")[[target, "rho"]].mean()
+    rec = mean[target].idxmax() if call["fit"] == "constant" else mean.rho.sub(call["best_rho"]).abs().idxmin()
+    return dict(recommended_arm=rec, best_observed_arm=mean[target].idxmax())
+
+# %% ../nbs/08_race.ipynb #a659a2f4
 def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
              targets=TARGETS, # targets to diagnose
              th: Thresholds = Thresholds(), # regime thresholds
@@ -202,10 +232,9 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
     "Regime table: per configuration and target, the paper's update call (`update_call`) and the fit's regime, best rho and confidence."
     rows = []
     for target in targets:
-        ok = _usable(results, target)
+        ok, point = _usable(results, target), {}
         configs = results[["model", "reward"]].drop_duplicates().itertuples(index=False)
-        point = {}
-        for model, reward in sorted(configs, key=lambda c: (c[0], c[1] not in RULE_REWARDS, c[1])):
+        for model, reward in sorted(configs, key=lambda c: (c[0], c[1] not in RULE_REWARDS, c[1])):  # rule-based siblings first
             g = ok[(ok.model == model) & (ok.reward == reward)]
             base = dict(model=model, reward=reward, target=target, n_cells=len(g), n_rho=g.rho.round(3).nunique())
             if base["n_rho"] < 2:
@@ -214,17 +243,8 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
             sibling = float(np.nanmean(sib)) if sib and np.isfinite(sib).any() else None
             call = _call(g, target, sibling, th)
             point[(model, reward)] = call["best_rho"]
-            rng, votes = np.random.default_rng(th.seed), []
-            for _ in range(th.n_boot):
-                b = g.iloc[rng.integers(0, len(g), len(g))]
-                votes.append(_call(b, target, sibling, th)["regime"] if b.rho.round(3).nunique() >= 2 else "insufficient data")
-            directional = [v for v in votes if v in REGIMES[:3]]
-            same = (votes.count(call["regime"]) if call["regime"] != "undetermined" else
-                    max((directional.count(r) for r in REGIMES[:3]), default=0))
-            mean = g.groupby("arm")[[target, "rho"]].mean()
-            rec = (mean[target].idxmax() if call["fit"] == "constant" else mean.rho.sub(call["best_rho"]).abs().idxmin())
-            rows.append(dict(base, **update_call(g, target, per_prompt, th), **call, confidence=same / th.n_boot, recommended_arm=rec,
-                             best_observed_arm=mean[target].idxmax()))
+            rows.append(dict(base, **update_call(g, target, per_prompt, th), **call,
+                             confidence=_confidence(g, target, sibling, call, th), **_recommend(g, target, call)))
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #048ad040
@@ -256,6 +276,7 @@ def cohen_kappa(a, b) -> float:
     pe = sum(a.count(l) / len(a) * b.count(l) / len(b) for l in labels)
     return float((po - pe) / (1 - pe)) if pe < 1 else float("nan")
 
+# %% ../nbs/08_race.ipynb #5f5beaf2
 def call_validation(tab: pd.DataFrame) -> dict:
     "Accuracy on decisive pilot calls, coverage, agreement and kappa, from `validate`'s table."
     if not len(tab): return dict(decisive_calls=0, coverage=float("nan"), accuracy_decisive=float("nan"))
@@ -266,6 +287,26 @@ def call_validation(tab: pd.DataFrame) -> dict:
                 kappa=cohen_kappa(dec.pilot_call, dec.full_direction),
                 always_high_accuracy=float((tab.full_direction == "high-update").mean()))
 
+# %% ../nbs/08_race.ipynb #8805afb1
+def _validation_row(pr, fc, g: pd.DataFrame, target: str, th: Thresholds, full_prompts) -> dict:
+    "One configuration: the pilot's call `pr` against the full grid's `fc`, and the call arm's paired gains on the full grid `g`."
+    arm_rho, full_mean = g.groupby("arm").rho.mean(), g.groupby("arm")[target].mean()
+    full_dir = "high-update" if fc.contrast > 0 else "low-update" if fc.contrast < 0 else "none"
+    row = dict(model=pr.model, reward=pr.reward, pilot_call=pr.call, pilot_contrast=pr.contrast, pilot_lo=pr.contrast_lo,
+               pilot_hi=pr.contrast_hi, full_call=fc.call, full_contrast=fc.contrast, full_lo=fc.contrast_lo, full_hi=fc.contrast_hi,
+               full_direction=full_dir, correct=pr.call == full_dir, reward_heavy=bool(pr.reward_heavy), call_arm=pr.call_arm,
+               pilot_regime=pr.regime, pilot_confidence=pr.confidence, full_regime=fc.regime, full_confidence=fc.confidence,
+               same_regime=pr.regime == fc.regime, recommended_arm=pr.recommended_arm, full_best_arm=full_mean.idxmax(),
+               rec_is_full_best=pr.recommended_arm == full_mean.idxmax())
+    arms, _, V = arm_values(g, target, full_prompts)
+    baselines = {"lowest_rho": arm_rho.idxmin(), "highest_rho": arm_rho.idxmax(), "trl_default": DEFAULT_ARM}
+    for name, arm in baselines.items():  # the pilot's call arm on the full grid vs a fixed choice, paired over prompts and seeds
+        if pr.call_arm not in arms or arm not in arms: row[f"gain_vs_{name}"] = float("nan"); continue
+        row[f"gain_vs_{name}"], row[f"gain_vs_{name}_lo"], row[f"gain_vs_{name}_hi"] = paired_interval(
+            _paired_diff(V, [arms.index(pr.call_arm)], [arms.index(arm)]), th)
+    return row
+
+# %% ../nbs/08_race.ipynb #9d1160d0
 def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", th: Thresholds = Thresholds(),
              pilot_prompts: pd.DataFrame | None = None, # per-prompt values of the pilot's cells
              full_prompts: pd.DataFrame | None = None, # per-prompt values of the full grid's cells (pairs the gains)
@@ -278,24 +319,7 @@ def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", 
         fr = f[(f.model == pr.model) & (f.reward == pr.reward)]
         g = okf[(okf.model == pr.model) & (okf.reward == pr.reward)]
         if fr.empty or g.empty or pr.recommended_arm is None: continue
-        arm_rho = g.groupby("arm").rho.mean()
-        base = {"lowest_rho": arm_rho.idxmin(), "highest_rho": arm_rho.idxmax(), "trl_default": DEFAULT_ARM}
-        full_mean = g.groupby("arm")[target].mean()
-        fc = fr.iloc[0]
-        full_dir = "high-update" if fc.contrast > 0 else "low-update" if fc.contrast < 0 else "none"
-        row = dict(model=pr.model, reward=pr.reward, pilot_call=pr.call, pilot_contrast=pr.contrast, pilot_lo=pr.contrast_lo,
-                   pilot_hi=pr.contrast_hi, full_call=fc.call, full_contrast=fc.contrast, full_lo=fc.contrast_lo, full_hi=fc.contrast_hi,
-                   full_direction=full_dir, correct=pr.call == full_dir, reward_heavy=bool(pr.reward_heavy), call_arm=pr.call_arm,
-                   pilot_regime=pr.regime, pilot_confidence=pr.confidence,
-                   full_regime=fr.regime.iloc[0], full_confidence=fr.confidence.iloc[0], same_regime=pr.regime == fr.regime.iloc[0],
-                   recommended_arm=pr.recommended_arm, full_best_arm=full_mean.idxmax(),
-                   rec_is_full_best=pr.recommended_arm == full_mean.idxmax())
-        arms, _, V = arm_values(g, target, full_prompts)
-        for name, arm in base.items():  # the pilot's call arm on the full grid vs a fixed choice, paired over prompts and seeds
-            if pr.call_arm not in arms or arm not in arms: row[f"gain_vs_{name}"] = float("nan"); continue
-            row[f"gain_vs_{name}"], row[f"gain_vs_{name}_lo"], row[f"gain_vs_{name}_hi"] = paired_interval(
-                _paired_diff(V, [arms.index(pr.call_arm)], [arms.index(arm)]), th)
-        rows.append(row)
+        rows.append(_validation_row(pr, fr.iloc[0], g, target, th, full_prompts))
     tab = pd.DataFrame(rows)
     rate = lambda col: float(tab[col].mean()) if len(tab) else float("nan")
     summary = dict(configurations=len(tab), **call_validation(tab), same_regime_rate=rate("same_regime"), recommended_is_full_best=rate("rec_is_full_best"),
@@ -337,6 +361,7 @@ def _boot_best(g: pd.DataFrame, target: str, rng, n_boot: int) -> np.ndarray:
         out[b] = by_arm[best][1][draws[best]].mean()
     return out
 
+# %% ../nbs/08_race.ipynb #c8136f3e
 def shift_test(results: pd.DataFrame, # done cells of a grid with rule-based and model-based rewards
                target: str = "native_reward", # the paper's claim is on the native reward
                n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
@@ -369,6 +394,7 @@ def shift_test(results: pd.DataFrame, # done cells of a grid with rule-based and
                           hi=np.quantile(d, 1 - alpha / 2) if np.isfinite(d).all() else np.nan, paper=PAPER["rho_rule"] - PAPER["rho_model"]))
     return per, pd.DataFrame(kinds)
 
+# %% ../nbs/08_race.ipynb #f3f594a4
 def argmax_frequencies(results: pd.DataFrame, targets=("pass1_id", "judge"), per_prompt: pd.DataFrame | None = None,
                        n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
     "How often each arm wins each target per configuration, resampling seeds (and prompts when per-prompt values exist)."
@@ -388,6 +414,7 @@ def argmax_frequencies(results: pd.DataFrame, targets=("pass1_id", "judge"), per
                           units=S * P) for a, w in zip(arms, wins)]  # units: seeds x prompts resampled (1: nothing varies)
     return pd.DataFrame(rows)
 
+# %% ../nbs/08_race.ipynb #80f2f1ae
 def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None = None, rewards=("dense",) + MODEL_REWARDS,
                          n_boot: int = 500, seed: int = 0, holds_at: float = 0.8) -> pd.DataFrame:
     "The paper's pattern per dense/PRM configuration: pass@1 won by a high-update arm, the judge by an interior (medium-update) arm."
@@ -422,11 +449,13 @@ def size_bought(results: pd.DataFrame, # done cells (model, reward, arm, budget,
     cols = ["cycles", "rollouts", "rollout_tokens", "trained_tokens", "steps"]
     return per.groupby(["model", "budget", "arm"])[cols].mean().rename(columns={"steps": "optimizer_steps"}).reset_index()
 
+# %% ../nbs/08_race.ipynb #da9a1ed8
 def _size_order(models) -> list:
     "Policies from smallest to largest by parameter count."
     from race_nb.grpo import policy_flops
     return sorted(models, key=lambda m: policy_flops(m).n_params)
 
+# %% ../nbs/08_race.ipynb #58219854
 def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: pd.DataFrame | None = None,
                   th: Thresholds = Thresholds(), sizes: list | None = None) -> pd.DataFrame:
     "Per reward system, budget and pair of sizes: the larger policy's best arm minus the smaller's, paired over prompts and seeds."

@@ -80,6 +80,7 @@ def frontier_table(results: pd.DataFrame, target: str) -> pd.DataFrame:
     t["best"] = t.groupby(["model", "reward"])["mean"].transform("max") == t["mean"]
     return t
 
+# %% ../nbs/09_report.ipynb #0d659754
 def frontier_pivot(results: pd.DataFrame, target: str) -> pd.DataFrame:
     "The frontier for people: one row per configuration, one column per arm (ordered by rho), 'mean ± sd' over seeds, the best arm starred."
     t = frontier_table(results, target)
@@ -91,6 +92,7 @@ def frontier_pivot(results: pd.DataFrame, target: str) -> pd.DataFrame:
 
 REWARD_COLORS = dict(sparse="#1b9e77", structured="#66a61e", dense="#7570b3", proxy_prm="#e6ab02", prm="#d95f02")
 
+# %% ../nbs/09_report.ipynb #349ee2a6
 def plot_frontiers(results: pd.DataFrame, targets=TARGETS):
     "Each target against realised rho: one row per target (shared y), one column per model (shared x), one line per reward system; best arm circled."
     import matplotlib.pyplot as plt
@@ -146,6 +148,7 @@ def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "p
 def _fmt_ci(v, lo, hi, digits=2) -> str:
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else f"{v:.{digits}f}"
 
+# %% ../nbs/09_report.ipynb #1cba6440
 def paper_claims(results: pd.DataFrame, # the grid's results
                  per_prompt: pd.DataFrame | None = None, # its per-prompt values (`grid.per_prompt_results`)
                  full: pd.DataFrame | None = None, # full-budget results to validate RACE against (this grid is the pilot)
@@ -202,6 +205,7 @@ def paper_claims(results: pd.DataFrame, # the grid's results
               "not enough data (no full-budget runs: race report RUNS --full FULL)")
     return pd.DataFrame(rows)
 
+# %% ../nbs/09_report.ipynb #2c985d35
 def grid_axes(runs_dir) -> pd.DataFrame:
     "The grid as a table: one row per axis (and fixed settings, budgets, seeds) with its values."
     spec = yaml.safe_load((Path(runs_dir) / "grid.yaml").read_text())
@@ -217,11 +221,13 @@ def report_pages() -> list[tuple[str, str]]:
     q = yaml.safe_load((project_root() / "_quarto.yml").read_text())
     return [(Path(i["href"]).stem, i["text"]) for i in q["website"]["navbar"]["left"]]
 
+# %% ../nbs/09_report.ipynb #88381faf
 def _nav(pages, current: str) -> str:
     links = " ".join(f'<a href="{s}.html" style="margin-right:1em;{"font-weight:bold;" if s == current else ""}">{html.escape(t)}</a>'
                      for s, t in pages)
     return f'<nav style="padding:0.6em 1em;border-bottom:1px solid #ccc;font-family:sans-serif;background:#f7f7f7">{links}</nav>'
 
+# %% ../nbs/09_report.ipynb #70d2ea74
 def _for_readers(nb, title: str | None = None):
     "An executed page as a reader sees it: no stderr streams (warnings, progress bars); with `title`, the front matter becomes a heading."
     import nbformat
@@ -232,6 +238,7 @@ def _for_readers(nb, title: str | None = None):
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {title}"))
     return nb
 
+# %% ../nbs/09_report.ipynb #8dfe4f0e
 def _fallback(executed: Path, out: Path, pages) -> None:
     "nbconvert HTML, code hidden, with a navigation bar; front matter as the page's heading, no stderr."
     import nbformat
@@ -246,6 +253,7 @@ def _fallback(executed: Path, out: Path, pages) -> None:
         body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _nav(pages, stem), body, count=1)
         (out / f"{stem}.html").write_text(body, encoding="utf-8")
 
+# %% ../nbs/09_report.ipynb #ad031e30
 def _quarto(executed: Path, out: Path, pages) -> None:
     "quarto render on a project of the executed pages."
     proj = executed / "_quarto_project"

@@ -53,6 +53,7 @@ def toy_data_available(data_dir=None) -> bool:
     root = data_dir or os.environ.get("RACE_DATA_DIR")
     return bool(root) and all(Path(root, *f).is_file() for f in (("gsm8k", "train.jsonl"), ("gsm8k", "test.jsonl"), ("math500", "test.jsonl")))
 
+# %% ../nbs/03b_toy.ipynb #03343bf2
 def _corpus(data_dir=None) -> list[str]:
     "Questions and solutions of the shared GSM8K and MATH-500 files."
     from race_nb.data import load_records
@@ -61,6 +62,7 @@ def _corpus(data_dir=None) -> list[str]:
         texts += [t for r in load_records(name, split, data_dir=data_dir) for t in (r["prompt"], r["solution"] or "")]
     return texts
 
+# %% ../nbs/03b_toy.ipynb #c78d31dc
 def train_toy_tokenizer(data_dir=None, # folder with gsm8k/ and math500/ (default RACE_DATA_DIR)
                         vocab_size: int = TOY_VOCAB, # BPE vocabulary, special tokens included
                        ):
@@ -89,6 +91,7 @@ def _config(spec: ToySpec, tok) -> dict:
     if spec.num_labels: c["num_labels"] = spec.num_labels
     return c
 
+# %% ../nbs/03b_toy.ipynb #9001852d
 def _build(name: str, out: Path, data_dir) -> None:
     "Write the toy checkpoint `name` (weights, config, tokenizer, generation config) into `out`."
     import torch, transformers
@@ -104,6 +107,7 @@ def _build(name: str, out: Path, data_dir) -> None:
         GenerationConfig(bos_token_id=cfg.eos_token_id, eos_token_id=cfg.eos_token_id, pad_token_id=cfg.eos_token_id).save_pretrained(out)
     (out / "toy.json").write_text(json.dumps(dict(name=name, spec=asdict(spec), vocab=len(tok), version=TOY_VERSION), indent=2))
 
+# %% ../nbs/03b_toy.ipynb #64dcddc1
 def _tokenizer(data_dir=None):
     "The shared toy tokenizer (trained once into the cache)."
     from transformers import AutoTokenizer
@@ -119,6 +123,7 @@ def _tokenizer(data_dir=None):
     tok.padding_side = "left"
     return tok
 
+# %% ../nbs/03b_toy.ipynb #d4d16554
 def toy_checkpoint(name: str, # a key of TOY_SPECS
                    data_dir=None, # data folder for the tokenizer's corpus (default RACE_DATA_DIR)
                   ) -> Path:

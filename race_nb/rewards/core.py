@@ -21,6 +21,7 @@ def completion_text(c) -> str:
     if isinstance(c, list) and c and isinstance(c[-1], dict): return str(c[-1].get("content", ""))
     return "" if c is None else str(c)
 
+# %% ../../nbs/04_rewards.core.ipynb #c98ed17f
 class Reward:
     "Base of every reward system: checks the batch, scores each completion, charges the ledger."
     component, phase = "reward", "rule"
@@ -100,6 +101,7 @@ def split_steps(completion: str) -> tuple[list[str], str | None, str]:
     ans, _, after = tail.partition("\n")
     return [l for l in head.split("\n") if l.strip()], "####" + ans, after
 
+# %% ../../nbs/04_rewards.core.ipynb #06fef16f
 def arith_step_labels(prompt: str, completion: str) -> tuple[list[bool], bool]:
     "Local correctness of each step line and of the answer line of an arithmetic-chain completion."
     operands, ops = parse_chain_prompt(prompt)
@@ -163,6 +165,7 @@ class StructuredReward(Reward):
         checks = dict(correct=grade(completion, answer, task), steps=has_steps, one_marker=one, clean_end=clean)
         return sum(self.weights[k] for k, ok in checks.items() if ok)
 
+# %% ../../nbs/04_rewards.core.ipynb #68c67072
 @register("structured")
 def structured(weights: dict | None = None # override STRUCTURED_WEIGHTS
               ) -> Reward:
@@ -179,6 +182,7 @@ def _safe_eval(expr: str) -> float | None:
     try: return float(eval(expr, {"__builtins__": {}}, {}))  # only digits, operators and parentheses reach here
     except (SyntaxError, ZeroDivisionError, TypeError, ValueError, OverflowError): return None
 
+# %% ../../nbs/04_rewards.core.ipynb #79e34ed1
 def calc_annotation_labels(completion: str) -> list[bool]:
     "Correctness of each `<<expr=value>>` calculator annotation."
     out = []
@@ -187,6 +191,7 @@ def calc_annotation_labels(completion: str) -> list[bool]:
         out.append(v is not None and w is not None and math.isclose(v, w, rel_tol=1e-6, abs_tol=1e-6))
     return out
 
+# %% ../../nbs/04_rewards.core.ipynb #176424ae
 class DenseReward(Reward):
     "Verifiable step credit blended with final correctness."
     def __init__(self, name="dense", step_weight: float = 0.5):
@@ -208,6 +213,7 @@ class DenseReward(Reward):
         frac = sum(labels) / max(len(labels), expected)
         return self.step_weight * frac + (1 - self.step_weight) * correct
 
+# %% ../../nbs/04_rewards.core.ipynb #b1428fdc
 @register("dense")
 def dense(step_weight: float = 0.5 # share of the reward from verified steps
          ) -> Reward:

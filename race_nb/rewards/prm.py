@@ -34,10 +34,12 @@ def _work(flops: ModelFlops, lens: list[int], padded: int) -> dict:
     return dict(flops=flops.reward_forward(len(lens), padded), tokens=len(lens) * padded, useful_tokens=int(sum(lens)),
                 useful_flops=sum(flops.reward_forward(1, int(n)) for n in lens))
 
+# %% ../../nbs/04_rewards.prm.ipynb #7cce3dab
 def _lines(completion: str) -> list[str]:
     "Non-empty lines of a completion, in order."
     return [l for l in completion.split("\n") if l.strip()]
 
+# %% ../../nbs/04_rewards.prm.ipynb #e6093fca
 def check_scorer_tasks(name: str, # prm, proxy_prm or judge
                        settings: dict, # the system's settings (backend tiny or hf)
                        tasks, # tasks whose text it will score
@@ -48,6 +50,7 @@ def check_scorer_tasks(name: str, # prm, proxy_prm or judge
         raise ValueError(f"{name}: the tiny scorer reads only the arithmetic alphabet and cannot score {', '.join(other)} text; "
                          f"set its settings to backend: hf, path: <a PRM / judge checkpoint> (reward_settings or judge_settings)")
 
+# %% ../../nbs/04_rewards.prm.ipynb #8809156a
 class TinyStepScorer:
     "Generative step scorer: a causal LM trained on true solutions scores each line by its probability."
     def __init__(self, kind: str, # prm, proxy_prm or judge
@@ -148,6 +151,7 @@ def tiny_artifacts() -> dict:
     from race_nb.models import TINY_POLICIES
     return {**{n: (n, WarmStartConfig()) for n in TINY_POLICIES}, **{k: (r["arch"], r["warm"]) for k, r in SCORER_RECIPES.items()}}
 
+# %% ../../nbs/04_rewards.prm.ipynb #be6d4ba8
 def train_tiny(names=None, # labels of `tiny_artifacts` (default: all)
                ship: bool = False, # copy the results into data/weights (replacing older versions of the same label)
                progress: bool = True,
@@ -269,6 +273,7 @@ def hf_scorer(source: str, **settings) -> HFScorer:
     if key not in _HF_SCORERS: _HF_SCORERS[key] = HFScorer(source, **settings)
     return _HF_SCORERS[key]
 
+# %% ../../nbs/04_rewards.prm.ipynb #8faaa40f
 def _scorer(kind: str, backend: str, path, hub_id, **hf):
     "The scorer of a model-based system: the tiny one, or an hf checkpoint from `path` (local or toy:NAME) or `hub_id` with settings `hf`."
     from race_nb.models import resolve_path
@@ -278,11 +283,13 @@ def _scorer(kind: str, backend: str, path, hub_id, **hf):
     src = resolve_path(path, f"{kind} path") if path is not None else hub_id
     return hf_scorer(src, **hf)
 
+# %% ../../nbs/04_rewards.prm.ipynb #b8ccad50
 def _model_reward(name: str, backend: str = "tiny", path=None, hub_id=None, how: str = "min", require_answer: bool = True,
                   component: str = "reward", phase: str = "prm", **hf) -> Reward:
     "A `ModelReward` on the scorer its settings name (`hf`: HFScorer's own settings, checked by it)."
     return ModelReward(name, _scorer(name, backend, path, hub_id, **hf), how, component, phase, require_answer=require_answer)
 
+# %% ../../nbs/04_rewards.prm.ipynb #eca6b406
 @register("prm")
 def prm(backend: str = "tiny", # "tiny" (trained here) or "hf" (a Qwen2.5-Math-PRM-style checkpoint)
         path=None, # local folder (or toy:NAME) of an hf PRM
@@ -294,11 +301,13 @@ def prm(backend: str = "tiny", # "tiny" (trained here) or "hf" (a Qwen2.5-Math-P
     "Process reward model feedback."
     return _model_reward("prm", backend, path, hub_id, how, require_answer, **hf)
 
+# %% ../../nbs/04_rewards.prm.ipynb #e8a28209
 @register("proxy_prm")
 def proxy_prm(**settings) -> Reward:
     "A cheaper, noisier learned step signal (settings as `prm`)."
     return _model_reward("proxy_prm", **settings)
 
+# %% ../../nbs/04_rewards.prm.ipynb #ffbdf29c
 @register("judge")
 def judge(how: str = "mean", # mean step quality (padded with 0 for missing steps); one score for an outcome judge
           require_answer: bool = True, # False: rate every completion (an outcome reward model judges the whole response)
@@ -325,6 +334,7 @@ def corrupt_completion(record: dict, rng: random.Random, p_step: float = 0.3, p_
     final = prev + rng.choice([-1, 1, 10]) if rng.random() < p_final else prev
     return chain_text(steps, final)
 
+# %% ../../nbs/04_rewards.prm.ipynb #0d3cf55a
 def step_accuracy(scorer, prompts: list[str], completions: list[str], threshold: float = 0.5) -> dict:
     "Line-level accuracy of a scorer against the exact labels (steps and answer lines), with the always-correct baseline."
     scores, _ = scorer.score(prompts, completions)
