@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_cli.ipynb #6ef5032c
 from __future__ import annotations
-import argparse, os, sys
+import argparse, sys
 from pathlib import Path
 from .config import TARGETS
 from .core import project_root

@@ -4,14 +4,14 @@
 
 # %% ../nbs/06_eval.ipynb #266b8244
 from __future__ import annotations
-import importlib.metadata as md, json, os, platform, time
+import importlib.metadata as md, json, platform, time
 from pathlib import Path
 import torch
 from .core import atomic_path, write_atomic
 from .flops import FlopsLedger
 from .config import CellConfig, TARGETS
 from .data import load_spec
-from .grpo import build_trainer, policy_flops
+from .grpo import build_trainer
 from .models import cache_dir, artifact_key, file_lock, format_prompt, generate, load_policy
 from .data import grade
 from .rewards import make_reward

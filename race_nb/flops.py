@@ -5,7 +5,7 @@
 # %% ../nbs/01_flops.ipynb #fc64df03
 from __future__ import annotations
 import json, math, re, time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 from pathlib import Path
 import pandas as pd
 from fastcore.basics import patch

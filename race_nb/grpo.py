@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_grpo.ipynb #917791c9
 from __future__ import annotations
-import contextlib, functools, inspect, logging, math, os, time, warnings
+import contextlib, functools, inspect, logging, os, time, warnings
 from pathlib import Path
 import torch
 from transformers import TrainerCallback
@@ -15,10 +15,10 @@ from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
 from .rewards.core import Reward
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['log', 'PEAK_FLOPS', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho',
+__all__ = ['logger', 'PEAK_FLOPS', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho',
            'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'peak_flops_of', 'charge_reward_model',
            'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
            'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
@@ -279,7 +279,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
         self.policy_flops = policy_flops or ModelFlops.from_model(self.model)
         self.peak_flops = peak_flops_of(self.accelerator.device) if peak_flops == "auto" else peak_flops
         self.fast_reason = _fast_reason(self) if fast_generation else "disabled"
-        if fast_generation and self.fast_reason: log.info("fast generation off (%s): using trl's generate", self.fast_reason)
+        if fast_generation and self.fast_reason: logger.info("fast generation off (%s): using trl's generate", self.fast_reason)
         self.keep = keep or self.num_generations
         if not 2 <= self.keep <= self.num_generations:
             raise ValueError(f"keep must lie in [2, num_generations={self.num_generations}], got {self.keep}")

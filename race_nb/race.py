@@ -5,7 +5,7 @@
 # %% ../nbs/08_race.ipynb #d932e94b
 from __future__ import annotations
 import math, warnings
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import yaml

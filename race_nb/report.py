@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_report.ipynb #b9ada44e
 from __future__ import annotations
-import html, json, os, re, shutil, subprocess, tempfile
+import html, os, re, shutil, subprocess
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -159,7 +159,6 @@ def paper_claims(results: pd.DataFrame, # the grid's results
     done = results[results.status == "done"]
     rows = []
     def add(claim, paper, here, verdict): rows.append(dict(claim=claim, paper=paper, here=here, verdict=verdict))
-    rule, model = done.reward.isin(RULE_REWARDS), ~done.reward.isin(RULE_REWARDS)
     if len(done) and done.native_reward.notna().any():
         per, kinds = shift_test(done)
         k = kinds.set_index("feedback")

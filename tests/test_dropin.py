@@ -97,3 +97,12 @@ def test_contradicting_budget_is_refused():
     from race_nb.grpo import LedgerGRPOTrainer
     with pytest.raises(ValueError, match="contradicts the ledger's budget"):
         LedgerGRPOTrainer(ledger=FlopsLedger(budget=1e9), budget=2e9)
+
+
+def test_fast_generation_declined_says_why(tmp_path, caplog):
+    "Asking for fast generation where it cannot reproduce trl's sampling (top-k here) falls back to trl's generate and logs why."
+    import logging
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="race_nb.grpo"):
+        warnings.simplefilter("ignore")
+        tr = user_run(tmp_path, fast_generation=True, args=dict(top_k=5, max_steps=1))
+    assert tr.fast_reason and "fast generation off" in caplog.text, (tr.fast_reason, caplog.text)
