@@ -87,7 +87,7 @@ def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> 
     print("\nRACE (pilot): high- vs low-update call per configuration, contrast paired over the evaluation prompts\n"
           + format_regimes(diagnose(res, targets=("pass1_id", "judge"), per_prompt=per_prompt_results(root))))
     index, renderer = render_report(root, out)
-    print(f"\nreport ({renderer}): {index.resolve()}")
+    print(f"\nreport ({renderer}, {len(list(index.parent.glob('*.html')))} pages): {index.resolve()}")
     print(f"race demo finished in {time.time() - t0:.0f} s")
     return 0 if (res.status == "done").all() else 1
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "report":
             from race_nb.report import render_report
             index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full)
-            print(f"report rendered with {renderer}: {index.resolve()}")
+            print(f"report rendered with {renderer}: {len(list(index.parent.glob('*.html')))} pages, open {index.resolve()}")
         elif args.command == "demo":
             return demo(args.workers, args.runs)
     except (FileNotFoundError, ValueError, GridError) as e:

@@ -119,7 +119,7 @@ def train_cell(cfg: CellConfig, out_dir) -> tuple:
 
 # %% ../nbs/06_eval.ipynb #0ab876a6
 def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: float, out_dir) -> dict:
-    "Evaluate the trained policy, then write metrics.json, per_prompt.parquet (each target per evaluation prompt), ledger.parquet and the adapter."
+    "Evaluate the trained policy, then write metrics.json, per_prompt.parquet (each target per evaluation prompt), ledger.parquet, log_history.json (trl's log records, with the ledger's cumulative FLOPs) and the adapter."
     out_dir = Path(out_dir)
     model = trainer.model
     targets = evaluate(model, trainer.processing_class, cfg, ledger, step=trainer.state.global_step)
@@ -127,6 +127,7 @@ def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: fl
     model.save_pretrained(out_dir / "adapter")
     ledger.save(out_dir / "ledger.parquet")
     write_per_prompt(out_dir / "per_prompt.parquet", targets["per_prompt"])
+    write_json(out_dir / "log_history.json", trainer.state.log_history)  # learning curves against FLOPs (report)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
 

@@ -15,9 +15,9 @@ from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS
 # %% auto #0
 __all__ = ['PILOT_ARMS', 'FITS', 'REGIMES', 'PAPER', 'pilot_grid', 'fit_curve', 'predict_curve', 'loo_errors', 'select_fit',
            'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval', 'update_call', 'diagnose',
-           'synthetic_results', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
-           'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern', 'size_bought',
-           'size_coupling', 'diagnose_runs', 'format_regimes']
+           'synthetic_results', 'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate',
+           'validation_summary', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
+           'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -265,6 +265,28 @@ def synthetic_results(curves: dict, # (model, reward) -> function of rho giving 
                                  rho=rr, flops_total=1e12, flops_reward=share * 1e12, flops_learning=rr * 1e12,
                                  flops_search=(1 - rr - share) * 1e12, **{target: f(rr) + rng.normal(0, noise)}))
     return pd.DataFrame(rows)
+
+# %% ../nbs/08_race.ipynb #bca2c681
+def detectable_difference(calls: pd.DataFrame, # `diagnose` rows (contrast_lo / contrast_hi, n_prompts, n_seeds)
+                          alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    "Per configuration and target: the contrast's standard error and the smallest true contrast detected with `power` at level `alpha`."
+    from statistics import NormalDist
+    za, zb = NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(power)
+    c = calls.dropna(subset=["contrast_lo", "contrast_hi"])
+    se = (c.contrast_hi - c.contrast_lo) / (2 * za)
+    return c[["model", "reward", "target", "n_prompts", "n_seeds"]].assign(se=se, min_detectable=(za + zb) * se)
+
+# %% ../nbs/08_race.ipynb #ca5a5a40
+def power_table(calls: pd.DataFrame, # `diagnose` rows of a measured design
+                designs=((100, 1), (400, 1), (1000, 1), (1000, 2), (1000, 3)), # (prompts, seeds) to project to
+                alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    "Median smallest detectable contrast per target: measured on the runs' own design, and projected to other (prompts, seeds) designs."
+    d = detectable_difference(calls, alpha, power)
+    base = d.n_prompts * d.n_seeds
+    out = {"measured": d.groupby("target").min_detectable.median()}
+    for n, s in designs:
+        out[f"{n} prompts x {s} seed{'s' if s > 1 else ''}"] = (d.min_detectable * np.sqrt(base / (n * s))).groupby(d.target).median()
+    return pd.DataFrame(out)
 
 # %% ../nbs/08_race.ipynb #c689aabf
 def cohen_kappa(a, b) -> float:

@@ -4,19 +4,19 @@
 
 # %% ../nbs/09_report.ipynb #b9ada44e
 from __future__ import annotations
-import html, os, re, shutil, subprocess
+import html, json, os, re, shutil, subprocess
 from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
 from .core import project_root
-from .config import MODEL_REWARDS, TARGETS
+from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_table',
-           'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'report_pages',
-           'render_report']
+__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'SITE_CSS', 'load_results', 'load_ledgers', 'label', 'grid_card',
+           'plot_compute', 'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims',
+           'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -214,6 +214,66 @@ def grid_axes(runs_dir) -> pd.DataFrame:
     rows += [dict(axis=f"fixed: {k}", values=str(v)) for k, v in (spec.get("fixed") or {}).items()]
     return pd.DataFrame(rows)
 
+# %% ../nbs/09_report.ipynb #2d196ecb
+CURVE_KEYS = {"reward": "native reward (training batch mean)", "completions/mean_length": "completion length (tokens)", "kl": "KL to the reference"}
+
+def learning_curves(runs_dir, results: pd.DataFrame) -> pd.DataFrame:
+    "One row per logged training step of every finished cell: cell, model, reward, arm, seed, step, flops (cumulative) and the logged targets."
+    rows = []
+    for _, r in results[results.status == "done"].iterrows():
+        p = Path(runs_dir) / r.cell / "log_history.json"
+        if not p.exists(): continue
+        for h in json.loads(p.read_text()):
+            if "flops/total" not in h or "reward" not in h: continue  # the summary record at the end has neither
+            rows.append(dict(cell=r.cell, model=r.model, reward_system=r.reward, arm=r.arm, seed=r.seed, step=h.get("step"),
+                             flops=h["flops/total"], **{k: h[k] for k in CURVE_KEYS if k in h}))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/09_report.ipynb #63fa7a5e
+def plot_learning_curves(curves: pd.DataFrame, # `learning_curves`
+                         keys=tuple(CURVE_KEYS), # logged values to draw (those present)
+                        ):
+    "One row per logged value, one column per configuration; a line per arm (mean over seeds) against cumulative FLOPs."
+    import matplotlib.pyplot as plt
+    keys = [k for k in keys if k in curves and curves[k].notna().any()]
+    configs = sorted(curves.groupby(["model", "reward_system"]).groups)
+    fig, axes = plt.subplots(len(keys), len(configs), figsize=(3.6 * len(configs) + 1.6, 2.6 * len(keys)), squeeze=False, sharex="col", sharey="row")
+    arms = sorted(curves.arm.unique())
+    colors = dict(zip(arms, plt.get_cmap("viridis")(np.linspace(0, 0.9, len(arms)))))
+    for j, (model, rs) in enumerate(configs):
+        g = curves[(curves.model == model) & (curves.reward_system == rs)]
+        for i, k in enumerate(keys):
+            ax = axes[i, j]
+            for arm, ga in g.groupby("arm"):
+                m = ga.groupby("step")[["flops", k]].mean()
+                ax.plot(m.flops, m[k], color=colors[arm], lw=1.2, label=arm)
+            if i == 0: ax.set_title(f"{model} / {rs}", fontsize=10)
+            if j == 0: ax.set_ylabel(CURVE_KEYS.get(k, k), fontsize=9)
+            if i == len(keys) - 1: ax.set_xlabel("budgeted FLOPs spent")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="arm", loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.tight_layout()
+    return fig
+
+# %% ../nbs/09_report.ipynb #bcb077ba
+def plot_size_budget(results: pd.DataFrame, target: str = "pass1_id"):
+    "Best arm's target (mean ± sd over seeds) against the budget, one line per policy size, one panel per reward system; None with one budget or one size."
+    import matplotlib.pyplot as plt
+    done = results[(results.status == "done") & results[target].notna()]
+    if "budget" not in done or done.budget.nunique() < 2 or done.model.nunique() < 2: return None
+    rewards = sorted(done.reward.unique())
+    fig, axes = plt.subplots(1, len(rewards), figsize=(4.2 * len(rewards) + 1.4, 3.2), squeeze=False, sharey=True)
+    for ax, rw in zip(axes[0], rewards):
+        for model, g in done[done.reward == rw].groupby("model"):
+            per = g.groupby(["budget", "arm"])[target].agg(["mean", "std"]).reset_index()
+            best = per.loc[per.groupby("budget")["mean"].idxmax()].sort_values("budget")
+            ax.errorbar(best.budget, best["mean"], yerr=best["std"].fillna(0), marker="o", capsize=3, label=model)
+        ax.set(xscale="log", xlabel="FLOP budget", title=rw)
+    axes[0, 0].set_ylabel(f"best arm's {TARGET_LABELS.get(target, target)}")
+    axes[0, -1].legend(title="policy", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    fig.tight_layout()
+    return fig
+
 # %% ../nbs/09_report.ipynb #493f62cf
 def report_pages() -> list[tuple[str, str]]:
     "(page stem, title) of every report page, in the navigation order of `_quarto.yml`."
@@ -221,10 +281,42 @@ def report_pages() -> list[tuple[str, str]]:
     return [(Path(i["href"]).stem, i["text"]) for i in q["website"]["navbar"]["left"]]
 
 # %% ../nbs/09_report.ipynb #88381faf
-def _nav(pages, current: str) -> str:
-    links = " ".join(f'<a href="{s}.html" style="margin-right:1em;{"font-weight:bold;" if s == current else ""}">{html.escape(t)}</a>'
-                     for s, t in pages)
-    return f'<nav style="padding:0.6em 1em;border-bottom:1px solid #ccc;font-family:sans-serif;background:#f7f7f7">{links}</nav>'
+SITE_CSS = """
+body { margin: 0; font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #212529; }
+.race-header { background: #2c3e50; color: #fff; padding: 0.7em 1.5em; }
+.race-header .race-title { font-size: 1.15em; font-weight: 600; margin-right: 2em; color: #fff; text-decoration: none; }
+.race-header nav a { color: #dfe6ec; margin-right: 1.1em; text-decoration: none; font-size: 0.95em; }
+.race-header nav a.current { color: #fff; font-weight: 600; border-bottom: 2px solid #fff; }
+.race-page { display: flex; max-width: 1500px; margin: 0 auto; }
+.race-page > main { flex: 1; min-width: 0; padding: 0 1.5em; }
+.race-toc { width: 15em; flex-shrink: 0; padding: 1.5em 1em; font-size: 0.88em; position: sticky; top: 0; align-self: flex-start; }
+.race-toc strong { display: block; margin-bottom: 0.4em; }
+.race-toc a { display: block; color: #2c3e50; text-decoration: none; padding: 0.15em 0; }
+.race-toc a.h3 { padding-left: 1em; color: #55606b; }
+.race-footer { color: #777; font-size: 0.85em; border-top: 1px solid #ddd; margin: 2em 1.5em 0; padding: 0.8em 0; }
+main table { border-collapse: collapse; font-size: 0.9em; }
+main th, main td { padding: 0.25em 0.7em; border-bottom: 1px solid #e3e3e3; text-align: right; }
+main img { max-width: 100%; height: auto; }
+""" # one stylesheet for every page of the fallback site
+
+def _toc(body: str) -> str:
+    "Table of contents of a page's section headings (nbconvert gives each an id)."
+    items = [(lvl, hid, re.sub(r"<[^>]+>|¶", "", text).strip())
+             for lvl, hid, text in re.findall(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', body, flags=re.S)]
+    if not items: return ""
+    links = "".join(f'<a class="h{l}" href="#{h}">{html.escape(html.unescape(t))}</a>' for l, h, t in items)
+    return f'<aside class="race-toc"><strong>On this page</strong>{links}</aside>'
+
+def _chrome(body: str, pages, current: str, site_title: str) -> str:
+    "A page of the fallback site: header with the site title and navigation, the page with its table of contents, a footer."
+    links = "".join(f'<a href="{s}.html"{" class=current" if s == current else ""}>{html.escape(t)}</a>' for s, t in pages)
+    head = (f'<header class="race-header"><a class="race-title" href="index.html">{html.escape(site_title)}</a>'
+            f'<nav>{links}</nav></header><div class="race-page"><main>')
+    foot = ('</main>' + _toc(body) + '</div><footer class="race-footer">Rendered by race_nb\'s fallback renderer '
+            '(nbconvert); <code>quarto render</code> builds the same site from <code>_quarto.yml</code> where Quarto is installed.</footer>')
+    body = body.replace("</head>", f"<style>{SITE_CSS}</style></head>", 1)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + head, body, count=1)
+    return body.replace("</body>", foot + "</body>", 1)
 
 # %% ../nbs/09_report.ipynb #70d2ea74
 def _for_readers(nb, title: str | None = None):
@@ -239,17 +331,18 @@ def _for_readers(nb, title: str | None = None):
 
 # %% ../nbs/09_report.ipynb #8dfe4f0e
 def _fallback(executed: Path, out: Path, pages) -> None:
-    "nbconvert HTML, code hidden, with a navigation bar; front matter as the page's heading, no stderr."
+    "nbconvert HTML, code hidden, in the site's chrome (title, navigation, table of contents, one stylesheet); front matter as the page's heading, no stderr."
     import nbformat
     from nbconvert import HTMLExporter
     exp = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    site = yaml.safe_load((project_root() / "_quarto.yml").read_text())["website"]["title"]
     for stem, title in pages:
         nb = nbformat.read(executed / f"{stem}.ipynb", as_version=4)
         fm = next((c.source for c in nb.cells if c.cell_type == "raw" and c.source.lstrip().startswith("---")), "")
         page_title = (yaml.safe_load(fm.strip().strip("-")) or {}).get("title", title) if fm else title
         body, _ = exp.from_notebook_node(_for_readers(nb, page_title))
         body = re.sub(r"<title>.*?</title>", f"<title>{html.escape(title)} - race_nb report</title>", body, count=1, flags=re.S)
-        body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _nav(pages, stem), body, count=1)
+        body = _chrome(body, pages, stem, site)
         (out / f"{stem}.html").write_text(body, encoding="utf-8")
 
 # %% ../nbs/09_report.ipynb #ad031e30

@@ -34,7 +34,7 @@ def test_fallback_report(runs, tmp_path):
     res = subprocess.run([RACE, "report", str(runs), "--out", str(tmp_path / "site"), "--renderer", "fallback", "--full", str(runs)],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "report rendered with fallback" in res.stdout
+    assert f"report rendered with fallback: {len(report_pages())} pages" in res.stdout
     site = tmp_path / "site"
     pages = report_pages()
     for stem, title in pages:
@@ -45,6 +45,8 @@ def test_fallback_report(runs, tmp_path):
         errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
         assert not errors, (stem, errors)
         assert "def " not in page or "<pre" not in page.split("def ")[0][-50:]  # code is hidden
+        assert '<header class="race-header">' in page and "race-footer" in page and ".race-toc" in page  # one site: chrome and stylesheet
+        assert f'href="{stem}.html" class=current>' in page
         text = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", page, flags=re.S)  # what a reader sees, not the page's CSS and JS
         for bad in ("Warning", "Traceback", "jupyter.stderr", "skip_exec", "title: "):  # no warnings, stderr or raw front matter
             assert bad not in text, (stem, bad, text[max(0, text.find(bad) - 300):text.find(bad) + 200])
@@ -53,6 +55,8 @@ def test_fallback_report(runs, tmp_path):
     compute = (site / "compute.html").read_text()
     assert "2 cell(s) not done" in compute  # failed cells shown as failed, not zeros
     assert "too small for one step" in compute  # with their error
+    assert "Learning curves" in compute and "No learning curves" not in compute  # trl's log history against FLOPs
+    assert '<aside class="race-toc">' in compute and 'href="#Learning-curves"' in compute  # a table of contents per page
     assert "ratio" in (site / "method.html").read_text()
     race = (site / "race.html").read_text()
     assert "Validated against the full-budget runs" in race and "accuracy_decisive" in race  # --full reaches the RACE page
