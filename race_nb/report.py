@@ -232,8 +232,9 @@ def learning_curves(runs_dir, results: pd.DataFrame) -> pd.DataFrame:
 # %% ../nbs/09_report.ipynb #63fa7a5e
 def plot_learning_curves(curves: pd.DataFrame, # `learning_curves`
                          keys=tuple(CURVE_KEYS), # logged values to draw (those present)
+                         smooth: int = 10, # the solid line is a centred rolling mean over 1/smooth of a run's steps
                         ):
-    "One row per logged value, one column per configuration; a line per arm (mean over seeds) against cumulative FLOPs."
+    "One row per logged value, one column per configuration; a line per arm (mean over seeds, smoothed; raw values faint) against cumulative FLOPs."
     import matplotlib.pyplot as plt
     keys = [k for k in keys if k in curves and curves[k].notna().any()]
     configs = sorted(curves.groupby(["model", "reward_system"]).groups)
@@ -246,7 +247,9 @@ def plot_learning_curves(curves: pd.DataFrame, # `learning_curves`
             ax = axes[i, j]
             for arm, ga in g.groupby("arm"):
                 m = ga.groupby("step")[["flops", k]].mean()
-                ax.plot(m.flops, m[k], color=colors[arm], lw=1.2, label=arm)
+                w = max(1, len(m) // smooth)  # one generation batch is a few prompts: the trend, with the raw values faint behind it
+                ax.plot(m.flops, m[k], color=colors[arm], lw=0.5, alpha=0.2)
+                ax.plot(m.flops, m[k].rolling(w, min_periods=1, center=True).mean(), color=colors[arm], lw=1.6, label=arm)
             if i == 0: ax.set_title(f"{model} / {rs}", fontsize=10)
             if j == 0: ax.set_ylabel(CURVE_KEYS.get(k, k), fontsize=9)
             if i == len(keys) - 1: ax.set_xlabel("budgeted FLOPs spent")

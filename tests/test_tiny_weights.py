@@ -17,7 +17,7 @@ def test_every_recipe_is_shipped_and_loaded_without_training(tmp_path, monkeypat
 
 
 def test_retraining_reproduces_the_shipped_weights(tmp_path, monkeypatch):
-    "The cheapest recipe (the proxy PRM: tiny-s, 300 steps) retrained from scratch equals its shipped file exactly."
+    "A cheap recipe (the proxy PRM: tiny-s, 600 steps) retrained from scratch equals its shipped file exactly."
     monkeypatch.setenv("RACE_NB_CACHE", str(tmp_path))
     arch, cfg = tiny_artifacts()["proxy_prm"]
     shipped = load_file(shipped_weights(f"{arch}-{warm_start_key(arch, cfg)}") / "model.safetensors")

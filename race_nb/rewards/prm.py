@@ -17,12 +17,12 @@ from .core import Reward, aggregate, arith_step_labels, register, AGGREGATIONS
 # %% auto #0
 __all__ = ['SCORER_RECIPES', 'NO_WORK', 'check_scorer_tasks', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'tiny_artifacts',
            'train_tiny', 'HFScorer', 'hf_scorer', 'prm', 'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy',
-           'save_tiny_hf_prm']
+           'one_wrong_step', 'chain_preference', 'save_tiny_hf_prm']
 
 # %% ../../nbs/04_rewards.prm.ipynb #56d5b618
 SCORER_RECIPES = {
     "prm": dict(arch="tiny-l", warm=WarmStartConfig(forget=0.0, seed=11), token_agg="min"),
-    "proxy_prm": dict(arch="tiny-s", warm=WarmStartConfig(forget=0.0, steps=300, seed=13), token_agg="gmean"),
+    "proxy_prm": dict(arch="tiny-s", warm=WarmStartConfig(forget=0.0, seed=13), token_agg="min"), # the PRM's recipe on a 4.3x cheaper model
     "judge": dict(arch="tiny-m", warm=WarmStartConfig(forget=0.0, seed=12), token_agg="min"),
 }
 
@@ -345,6 +345,25 @@ def step_accuracy(scorer, prompts: list[str], completions: list[str], threshold:
         if s is None or len(s) != len(labels): continue
         hits += sum((x > threshold) == y for x, y in zip(s, labels)); n += len(labels); pos += sum(labels)
     return dict(accuracy=hits / max(n, 1), baseline=max(pos, n - pos) / max(n, 1), lines=n)
+
+# %% ../../nbs/04_rewards.prm.ipynb #abd90d0c
+def one_wrong_step(record: dict, k: int, rng: random.Random) -> str:
+    "The record's true chain with step `k`'s result off by 1-3; every other line as in the true chain."
+    lines = record["solution"].split("\n")
+    lhs, res = lines[k].split("=")
+    lines[k] = f"{lhs}={int(res) + rng.choice([-3, -2, -1, 1, 2, 3])}"
+    return "\n".join(lines)
+
+def chain_preference(scorer, records: list[dict], # held-out arithmetic chains with their true solutions
+                     how: str = "min", seed: int = 0) -> float:
+    "Share of (chain, wrong step) pairs where the true chain's aggregated score is above the same chain with that one step wrong."
+    rng, wins, total = random.Random(seed), 0, 0
+    for r in records:
+        good = aggregate(scorer.score([r["prompt"]], [r["solution"]])[0][0], how)
+        for k, line in enumerate(r["solution"].split("\n")):
+            if "=" not in line or line.startswith("####"): continue
+            wins += good > aggregate(scorer.score([r["prompt"]], [one_wrong_step(r, k, rng)])[0][0], how); total += 1
+    return wins / total if total else float("nan")
 
 # %% ../../nbs/04_rewards.prm.ipynb #49ecbf86
 def save_tiny_hf_prm(folder) -> Path:
