@@ -272,6 +272,7 @@ def plot_size_budget(results: pd.DataFrame, target: str = "pass1_id"):
             best = per.loc[per.groupby("budget")["mean"].idxmax()].sort_values("budget")
             ax.errorbar(best.budget, best["mean"], yerr=best["std"].fillna(0), marker="o", capsize=3, label=model)
         ax.set(xscale="log", xlabel="FLOP budget", title=rw)
+        ax.set_xticks(sorted(done.budget.unique()), [f"{b:.1e}" for b in sorted(done.budget.unique())]); ax.minorticks_off()
     axes[0, 0].set_ylabel(f"best arm's {TARGET_LABELS.get(target, target)}")
     axes[0, -1].legend(title="policy", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     fig.tight_layout()
