@@ -16,8 +16,8 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'STATUSES', 'TEMPLATE', 'METRIC_COLUMNS', 'GridError', 'load_grid', 'cell_id',
-           'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'cell_done', 'cell_lock',
-           'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate',
+           'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status', 'cell_done',
+           'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate',
            'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
@@ -193,9 +193,15 @@ def valid_metrics(cell_dir) -> dict | None:
     except (FileNotFoundError, json.JSONDecodeError): return None
 
 # %% ../nbs/07_grid.ipynb #c2111e28
-def cell_done(cell_dir, status: dict | None = None) -> bool:
-    "The one test of a finished cell: marked done and with valid metrics (a done mark without them is pending)."
-    return (status or read_status(cell_dir))["status"] == "done" and valid_metrics(cell_dir) is not None
+def shown_status(status: dict, # the cell's status record
+                 metrics: dict | None, # its valid metrics (`valid_metrics`), or None
+                ) -> str:
+    "The status readers see: a cell marked done without valid metrics is pending."
+    return "pending" if status["status"] == "done" and metrics is None else status["status"]
+
+def cell_done(cell_dir) -> bool:
+    "The one test of a finished cell: marked done and with valid metrics."
+    return shown_status(read_status(cell_dir), valid_metrics(cell_dir)) == "done"
 
 # %% ../nbs/07_grid.ipynb #0a7feda9
 @contextlib.contextmanager
@@ -362,7 +368,7 @@ def grid_status(runs_dir) -> "pd.DataFrame":
     rows = []
     for d in _cells(runs_dir):
         p, st = yaml.safe_load((d / "params.yaml").read_text()), read_status(d)
-        status = "pending" if st["status"] == "done" and not cell_done(d, st) else st["status"]
+        status = shown_status(st, valid_metrics(d))
         if status == "running":
             with cell_lock(d) as free:  # a live runner holds the cell's lock; a dead one (kill -9) left only its status
                 if free: status = "stale"
@@ -383,7 +389,7 @@ def aggregate(runs_dir, # a grid's runs folder
     rows = []
     for d in _cells(runs_dir):
         p, st, m = yaml.safe_load((d / "params.yaml").read_text()), read_status(d), valid_metrics(d)
-        status = "pending" if st["status"] == "done" and not cell_done(d, st) else st["status"]
+        status = shown_status(st, m)
         row = dict(cell=d.name, status=status, **{k: v for k, v in p.items() if not isinstance(v, dict)},
                    wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error"))
         for k in METRIC_COLUMNS: row[k] = (m or {}).get(k) if status == "done" else None

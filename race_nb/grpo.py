@@ -10,7 +10,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from .core import check_positive, check_choice
-from .config import Arm, ARMS, DEFAULT_ARM, MODEL_REWARDS, CellConfig, load_arms  # re-exported: grpo is where trainers look for them
+from .config import Arm, ARMS, MODEL_REWARDS, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
 from .rewards.core import Reward
@@ -29,7 +29,8 @@ def reward_model_flops(reward: str, # reward system
                       ) -> ModelFlops | None:
     "FLOPs model of a reward system's scoring model, from the checkpoint it will load (None for rule-based rewards)."
     from race_nb.rewards.prm import SCORER_RECIPES
-    from race_nb.models import MODELS, resolve_path
+    from race_nb.config import MODELS
+    from race_nb.models import resolve_path
     if reward not in MODEL_REWARDS: return None
     s = settings or {}
     if s.get("backend", "tiny") != "hf": return ModelFlops.from_config(SCORER_RECIPES[reward]["arch"])
@@ -48,7 +49,8 @@ def policy_flops(model: str, # registered name, local checkpoint folder or toy:N
                  path=None, # the checkpoint the run loads (its own config.json is counted)
                 ) -> ModelFlops:
     "FLOPs model of a policy with race_nb's LoRA adapter, from the checkpoint's own config when one is given."
-    from race_nb.models import model_entry, resolve_weights, is_checkpoint_ref
+    from race_nb.config import model_entry, is_checkpoint_ref
+    from race_nb.models import resolve_weights
     src = resolve_weights(model, path) if (path or is_checkpoint_ref(model)) else model_entry(model).config
     return ModelFlops.from_config(src, lora=LoraSpec(lora_r, LINEARS))
 

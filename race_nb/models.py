@@ -11,7 +11,7 @@ import torch
 from tqdm import tqdm
 from .core import check_positive, check_choice, shipped_path
 from .data import ARITH_SPECS, arith_records, grade, teacher_solution
-from .config import MODELS, TINY_POLICIES, ModelEntry, is_checkpoint_ref, model_entry  # re-exported
+from .config import TINY_POLICIES, is_checkpoint_ref, model_entry
 from .flops import FlopsLedger, ModelFlops, load_config
 
 log = logging.getLogger(__name__)

@@ -155,7 +155,7 @@ def paper_claims(results: pd.DataFrame, # the grid's results
                  full_prompts: pd.DataFrame | None = None,
                 ) -> pd.DataFrame:
     "One row per claim of the paper: what it says, what this grid measured (95% intervals), and a verdict."
-    from race_nb.race import shift_test, disagreement_pattern, size_coupling, validate, RULE_REWARDS, PAPER
+    from race_nb.race import shift_test, disagreement_pattern, size_coupling, validate, PAPER
     done = results[results.status == "done"]
     rows = []
     def add(claim, paper, here, verdict): rows.append(dict(claim=claim, paper=paper, here=here, verdict=verdict))

@@ -148,7 +148,7 @@ def tiny_scorer(kind: str):
 # %% ../../nbs/04_rewards.prm.ipynb #1017e606
 def tiny_artifacts() -> dict:
     "Every shipped tiny artifact: label -> (architecture, warm-start recipe)."
-    from race_nb.models import TINY_POLICIES
+    from race_nb.config import TINY_POLICIES
     return {**{n: (n, WarmStartConfig()) for n in TINY_POLICIES}, **{k: (r["arch"], r["warm"]) for k, r in SCORER_RECIPES.items()}}
 
 # %% ../../nbs/04_rewards.prm.ipynb #be6d4ba8
