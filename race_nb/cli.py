@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
     run.add_argument("--cluster", default=None, help="submitit cluster (slurm executor; 'local' runs jobs locally)")
     run.add_argument("--min-cycles", type=float, default=5, help="refuse cells whose budget buys fewer generation cycles (default 5)")
+    run.add_argument("--cold-kernels", action="store_true", help="start every cell's kernel from scratch (default: fork them from a warm server holding the imports)")
     plan = grid.add_parser("plan", help="what each cell's budget buys, before anything runs")
     plan.add_argument("grid", help="grid YAML file")
     plan.add_argument("--prompt-len", type=int, default=None, help="padded prompt tokens (default: 16 for arith, 256 otherwise)")
@@ -114,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {args.mfu:.0%} of {args.peak:.3g} FLOP/s (an estimate)")
                 return 0
             if args.grid_command == "run":
-                root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, min_cycles=args.min_cycles)
+                root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, min_cycles=args.min_cycles,
+                                warm_kernels=not args.cold_kernels)
                 st = grid_status(root)
                 print(st.status.value_counts().to_string())
                 return 0 if (st.status == "done").all() else 1

@@ -83,8 +83,10 @@ def run_notebook(src, # notebook to execute
                  kernel: str = "race_nb", # Jupyter kernel
                  **kwargs, # papermill.execute_notebook options (stdout_file, stderr_file, ...)
                 ):
-    "Execute `src` into `dst` with papermill, quietly."
+    "Execute `src` into `dst` with papermill, quietly; inside `race_nb.kernels.warm_kernels` its kernel is forked from the warm server."
     import papermill as pm
+    from race_nb.kernels import SOCKET_ENV, warm_manager
+    if os.environ.get(SOCKET_ENV): kwargs.setdefault("kernel_manager_class", warm_manager())
     declared = pm.inspect_notebook(str(src))
     return pm.execute_notebook(str(src), str(dst), parameters={k: v for k, v in parameters.items() if k in declared},
                                kernel_name=kernel, cwd=str(cwd), progress_bar=False, extra_arguments=list(QUIET_KERNEL),

@@ -279,31 +279,28 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
         set_status(cell_dir, "done", start=t0, end=time.time(), wall_seconds=time.time() - t0); _attempt(cell_dir, "done")
         return "done"
 
-# %% ../nbs/07_grid.ipynb #e06a3149
-def _die_with_parent():
-    "Worker initializer: get SIGKILL when the runner dies (Linux), so no orphan keeps running cells."
-    try: ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError): pass
-
 # %% ../nbs/07_grid.ipynb #8c6a8a7e
 def cell_threads(workers: int) -> int:
     "Torch threads per cell: the cores shared out among the workers (tiny models run best on one thread each)."
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 # %% ../nbs/07_grid.ipynb #4abb0bc7
-def _run_local(todo: list, workers: int, retry_failed: bool) -> dict:
+def _run_local(todo: list, workers: int, retry_failed: bool, warm: bool = True) -> dict:
+    "Run cells on `workers` local processes, their kernels forked from one warm kernel server (`warm`)."
+    from race_nb.kernels import die_with_parent, warm_kernels
     out, threads = {}, cell_threads(workers)
     bar = tqdm(total=len(todo), desc="cells", unit="cell")
     def done(name, status):
         out[name] = status
         bar.update(1); bar.set_postfix(failed=sum(s == "failed" for s in out.values()), refresh=False)
     try:
-        if workers <= 1:
-            for d, p in todo: done(d.name, run_one_cell(d, p, retry_failed, threads=threads))
-            return out
-        with ProcessPoolExecutor(workers, initializer=_die_with_parent) as ex:
-            futs = {ex.submit(run_one_cell, d, p, retry_failed, "race_nb", threads): d for d, p in todo}
-            for f in as_completed(futs): done(futs[f].name, f.result())
+        with warm_kernels(threads=threads, enabled=warm):  # the workers inherit its socket
+            if workers <= 1:
+                for d, p in todo: done(d.name, run_one_cell(d, p, retry_failed, threads=threads))
+                return out
+            with ProcessPoolExecutor(workers, initializer=die_with_parent) as ex:
+                futs = {ex.submit(run_one_cell, d, p, retry_failed, "race_nb", threads): d for d, p in todo}
+                for f in as_completed(futs): done(futs[f].name, f.result())
     finally: bar.close()
     return out
 
@@ -329,6 +326,7 @@ def run_grid(grid_path, # grid YAML
              cluster: str | None = None, # submitit cluster (None: auto; "local" for a local test)
              slurm: dict | None = None, # submitit parameters (partition, gpus_per_node, timeout_min, ...)
              min_cycles: float = 5, # refuse a grid whose cells buy fewer generation cycles (at full completion length)
+             warm_kernels: bool = True, # local cells fork their kernels from a server holding their imports (`race_nb.kernels`)
             ) -> Path:
     "Run every cell of a grid that is not done; return the grid's runs folder."
     from race_nb.core import check_choice
@@ -351,7 +349,7 @@ def run_grid(grid_path, # grid YAML
     log.info("grid %s: %d cells, %d to run", g["name"], len(g["cells"]), len(todo))
     print(f"grid {g['name']}: {len(g['cells'])} cells, {len(g['cells']) - len(todo)} already finished, {len(todo)} to run -> {root}")
     if todo:
-        if executor == "local": _run_local(todo, workers or os.cpu_count() or 1, retry_failed)
+        if executor == "local": _run_local(todo, workers or os.cpu_count() or 1, retry_failed, warm_kernels)
         else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, slurm)
     return root
 
