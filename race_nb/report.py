@@ -14,9 +14,10 @@ from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'SITE_CSS', 'load_results', 'load_ledgers', 'label', 'grid_card',
-           'plot_compute', 'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims',
-           'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'render_report']
+__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'SITE_CSS', 'PAGE_PRELOAD', 'load_results', 'load_ledgers', 'label',
+           'grid_card', 'plot_compute', 'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full',
+           'paper_claims', 'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages',
+           'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -362,6 +363,10 @@ def _quarto(executed: Path, out: Path, pages) -> None:
     (proj / "_quarto.yml").write_text(yaml.safe_dump(q, sort_keys=False))
     subprocess.run(["quarto", "render", str(proj)], check=True)
 
+# %% ../nbs/09_report.ipynb #92c10a36
+PAGE_PRELOAD = ("race_nb.report", "race_nb.race", "race_nb.grid", "race_nb.flops", "pandas", "matplotlib.pyplot", "IPython.display",
+                "ipykernel.kernelapp", "ipykernel.ipkernel") # what the pages import: their kernels are forked with it loaded (`race_nb.kernels`)
+
 # %% ../nbs/09_report.ipynb #0b5b0f16
 def render_report(runs_dir, # a grid's runs folder
                   out="_site", # output folder of the site
@@ -374,6 +379,7 @@ def render_report(runs_dir, # a grid's runs folder
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from tqdm import tqdm
     from race_nb.core import check_choice, run_notebook
+    from race_nb.kernels import warm_kernels
     check_choice("renderer", renderer, ("auto", "quarto", "fallback"))
     runs_dir, out = Path(runs_dir).resolve(), Path(out)
     load_results(runs_dir)  # fails early, and writes results.parquet
@@ -386,7 +392,7 @@ def render_report(runs_dir, # a grid's runs folder
     executed.mkdir(exist_ok=True)
     src = project_root() / "nbs" / "report"
     params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or "")}
-    with ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(pages)))) as ex:  # pages are independent
+    with warm_kernels(PAGE_PRELOAD), ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(pages)))) as ex:  # pages are independent
         futs = [ex.submit(run_notebook, src / f"{stem}.ipynb", executed / f"{stem}.ipynb", params, executed, kernel) for stem, _ in pages]
         for f in tqdm(as_completed(futs), total=len(futs), desc="report pages", unit="page"): f.result()
     (_quarto if renderer == "quarto" else _fallback)(executed, out, pages)
