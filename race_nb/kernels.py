@@ -4,7 +4,7 @@
 
 # %% ../nbs/00b_kernels.ipynb #3045ed7a
 from __future__ import annotations
-import contextlib, ctypes, functools, importlib, json, logging, os, selectors, shutil, signal, socket, subprocess, sys, tempfile, time
+import contextlib, ctypes, functools, importlib, json, logging, os, selectors, shutil, signal, socket, subprocess, sys, tempfile, time, traceback
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -25,11 +25,13 @@ def _send(conn: socket.socket, obj: dict, fds: tuple = ()) -> None:
 
 # %% ../nbs/00b_kernels.ipynb #2255bcbb
 def _recv(conn: socket.socket, maxfds: int = 0) -> tuple[dict, list[int]]:
-    "One JSON line from `conn` and up to `maxfds` file descriptors sent with it."
+    "One JSON line from `conn` and up to `maxfds` file descriptors sent with it; never reads past the line's end."
     buf, fds = b"", []
-    while not buf.endswith(b"\n"):
-        if maxfds and not fds: data, fds, _, _ = socket.recv_fds(conn, 1 << 16, maxfds)
-        else: data = conn.recv(1 << 16)
+    if maxfds:  # a request: its sender sends nothing after it, so one large read cannot swallow a second message
+        buf, fds, _, _ = socket.recv_fds(conn, 1 << 16, maxfds)
+        if not buf: raise ConnectionError("the other end closed the connection")
+    while not buf.endswith(b"\n"):  # replies come byte by byte: the pid and, maybe at once, the exit code
+        data = conn.recv(1)
         if not data: raise ConnectionError("the other end closed the connection")
         buf += data
     return json.loads(buf), list(fds)
@@ -81,8 +83,12 @@ def _accept(srv: socket.socket, kids: dict, sel: selectors.BaseSelector) -> None
     try: req, fds = _recv(conn, 3)
     except (ConnectionError, ValueError): conn.close(); return
     pid = os.fork()
-    if pid == 0:
-        srv.close(); conn.close(); _become_kernel(req, fds)
+    if pid == 0:  # the child never returns to the server's loop, whatever happens
+        try:
+            for c in [srv, conn, *kids.values()]: c.close()  # the server's sockets are not the kernel's
+            sel.close(); _become_kernel(req, fds)
+        except BaseException: traceback.print_exc()  # on the client's stderr once the kernel has taken it
+        finally: os._exit(1)
     for fd in fds: os.close(fd)
     kids[pid] = conn
     _send(conn, {"pid": pid})
@@ -123,13 +129,14 @@ def client(path, # the server's socket
         pid = _recv(conn)[0]["pid"]
     except (OSError, ValueError, KeyError):  # no server: an ordinary kernel
         os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *argv])
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(s, lambda sig, _: os.kill(pid, sig))
+    def forward(sig, _):
+        with contextlib.suppress(ProcessLookupError): os.kill(pid, sig)  # the kernel may have just exited
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2): signal.signal(s, forward)
     conn.settimeout(1.0)
     while True:
         try: sys.exit(_recv(conn)[0].get("exit", 1))
         except TimeoutError:  # like ipykernel's parent poller: the launcher is gone, so is the kernel
-            if os.getppid() != parent: os.kill(pid, signal.SIGKILL); sys.exit(1)
+            if os.getppid() != parent: forward(signal.SIGKILL, None); sys.exit(1)
         except (ConnectionError, ValueError): sys.exit(1)
 
 # %% ../nbs/00b_kernels.ipynb #b72faf25
