@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_grid.ipynb #42e0c351
 from __future__ import annotations
-import contextlib, ctypes, dataclasses, fcntl, hashlib, itertools, json, logging, os, signal, time, traceback
+import contextlib, dataclasses, fcntl, hashlib, itertools, json, logging, os, time, traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml

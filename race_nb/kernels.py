@@ -10,11 +10,13 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['logger', 'SOCKET_ENV', 'CELL_PRELOAD', 'die_with_parent', 'serve', 'client', 'main', 'warm_manager', 'warm_kernels']
+__all__ = ['logger', 'SOCKET_ENV', 'KERNEL_MODULES', 'CELL_PRELOAD', 'die_with_parent', 'serve', 'client', 'main', 'warm_manager',
+           'warm_kernels']
 
 # %% ../nbs/00b_kernels.ipynb #3ee49087
 SOCKET_ENV = "RACE_KERNEL_SOCKET" # path of the warm kernel server's socket; unset: ordinary kernels
-CELL_PRELOAD = ("race_nb.eval", "pandas", "yaml", "matplotlib.pyplot", "ipykernel.kernelapp", "ipykernel.ipkernel") # a grid cell's imports
+KERNEL_MODULES = ("ipykernel.kernelapp", "ipykernel.ipkernel") # the kernel's own imports: every server preloads them
+CELL_PRELOAD = ("race_nb.eval", "pandas", "yaml", "matplotlib.pyplot") # a grid cell's imports
 
 # %% ../nbs/00b_kernels.ipynb #1768b4df
 def _send(conn: socket.socket, obj: dict, fds: tuple = ()) -> None:
@@ -96,12 +98,12 @@ def _accept(srv: socket.socket, kids: dict, sel: selectors.BaseSelector) -> None
 
 # %% ../nbs/00b_kernels.ipynb #20144e47
 def serve(path, # unix socket to listen on
-          preload=CELL_PRELOAD, # modules imported once, before any kernel is forked
+          preload=CELL_PRELOAD, # modules imported once (with KERNEL_MODULES), before any kernel is forked
          ) -> None:
     "Import `preload`, then fork a kernel for every client that connects to `path` (runs until killed)."
     die_with_parent(signal.SIGTERM)
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # what ipykernel sets: pyplot preloaded still draws inline
-    for m in preload: importlib.import_module(m)
+    for m in (*KERNEL_MODULES, *preload): importlib.import_module(m)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError): os.unlink(path)
     srv.bind(str(path) + ".tmp"); srv.listen(64)

@@ -364,8 +364,7 @@ def _quarto(executed: Path, out: Path, pages) -> None:
     subprocess.run(["quarto", "render", str(proj)], check=True)
 
 # %% ../nbs/09_report.ipynb #92c10a36
-PAGE_PRELOAD = ("race_nb.report", "race_nb.race", "race_nb.grid", "race_nb.flops", "pandas", "matplotlib.pyplot", "IPython.display",
-                "ipykernel.kernelapp", "ipykernel.ipkernel") # what the pages import: their kernels are forked with it loaded (`race_nb.kernels`)
+PAGE_PRELOAD = ("race_nb.report", "race_nb.race", "race_nb.grid", "race_nb.flops", "pandas", "matplotlib.pyplot", "IPython.display") # what the pages import: their kernels are forked with it loaded (`race_nb.kernels`)
 
 # %% ../nbs/09_report.ipynb #0b5b0f16
 def render_report(runs_dir, # a grid's runs folder
