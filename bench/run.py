@@ -181,7 +181,8 @@ def cell_overhead(reps: int, threads: int = 1) -> dict:
     from race_nb.core import run_notebook
     from race_nb.grid import template_path
     from race_nb.kernels import warm_kernels
-    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)  # what a cell gets with 2 workers on 2 cores
+    saved = {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    os.environ.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))  # what a cell gets with 2 workers on 2 cores
     params = dict(model="tiny-s", reward="sparse", arm="n8-m8", budget=3e10, seed=0, n_eval=200)
     runs = {"cold": [], "warm": []}
     def one(mode, i):
@@ -200,9 +201,14 @@ def cell_overhead(reps: int, threads: int = 1) -> dict:
                                finish=pick("finish_cell(cfg"), kernel=wall - sum(dur.values()),
                                result={k: v for k, v in m.items() if k not in drop}))
     __import__("papermill")  # the driver pays its own papermill import before the first timing
-    for i in range(reps):
-        one("cold", i)
-        with warm_kernels(threads=threads): one("warm", i)
+    try:
+        for i in range(reps):
+            one("cold", i)
+            with warm_kernels(threads=threads): one("warm", i)
+    finally:  # later sections (the end-to-end runs) see the caller's environment again
+        for v, val in saved.items():
+            if val is None: os.environ.pop(v, None)
+            else: os.environ[v] = val
     def summary(rs):
         med = lambda k: statistics.median(r[k] for r in rs)
         out = {k: med(k) for k in ("wall", "imports", "train", "finish", "kernel")}
