@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_report.ipynb #b9ada44e
 from __future__ import annotations
-import html, json, os, re, shutil, subprocess
+import html, json, os, re, shutil, subprocess, warnings
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -191,9 +191,13 @@ def paper_claims(results: pd.DataFrame, # the grid's results
             "reproduced" if arms_differ > 0 else "not reproduced")
     else: add("model size and allocation are coupled at a fixed budget (best arm per size)", "coupled", "-", "not enough data (one policy size)")
     if full is not None:
-        vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
+        with warnings.catch_warnings():  # shared seeds are stated in the row below
+            warnings.filterwarnings("ignore", message="the pilot and the full-budget runs share")
+            vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
+        indep = "" if not s["shared_seeds"] else f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}"
         add("RACE's pilot names the regime (pass@1, decisive calls)", "same-regime rate 1.0",
-            f"accuracy {s['accuracy_decisive']:.2f} on {s['decisive_calls']} calls, coverage {s['coverage']:.2f}, kappa {s.get('kappa', float('nan')):.2f}",
+            f"accuracy {s['accuracy_decisive']:.2f} on {s['decisive_calls']} calls, coverage {s['coverage']:.2f}, kappa {s.get('kappa', float('nan')):.2f}{indep}",
+            "not enough data (pilot not independent)" if s["shared_seeds"] else
             "reproduced" if s["decisive_calls"] and s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 else
             "not enough data" if not s["decisive_calls"] else "not reproduced")
         g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
