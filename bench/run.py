@@ -145,6 +145,49 @@ def generation_only(reps: int = 5) -> list:
     return rows
 
 
+def generation_bounds(reps: int = 3, compile_decode: bool = True) -> list:
+    """What is left in generation, one thread (a grid cell's share), tiny-s, 64 prompts x 48 tokens, LoRA r=16, sampling:
+    our decoder against two changes of what runs - LoRA merged into the weights, and torch.compile of the decode step."""
+    from peft import LoraConfig, get_peft_model
+    from race_nb import fastgen
+    from race_nb.flops import LINEARS, LoraSpec, ModelFlops, count_flops
+    from race_nb.models import char_tokenizer, tiny_model
+    old = torch.get_num_threads(); torch.set_num_threads(1)
+    enc = char_tokenizer()(["Q 12+3-4:", "Q 1+2:", "Q 99-9+81-1:", "Q 5-3:"] * 16, return_tensors="pt", padding=True)
+    B, P, T = *enc["input_ids"].shape, 48
+    m = get_peft_model(tiny_model("tiny-s"), LoraConfig(r=16, lora_alpha=32, target_modules=list(LINEARS), lora_dropout=0.0,
+                                                        init_lora_weights=False)).eval()
+    ledger = ModelFlops.from_config(m.config.to_dict(), lora=LoraSpec(16, LINEARS)).generate(B, P, T)
+    def gen():
+        torch.manual_seed(0)
+        return fastgen.fast_generate(m, enc["input_ids"], enc["attention_mask"], T, None, 0, do_sample=True)
+    def row(path, first_s=None):
+        out = gen()
+        secs = min(_timed(gen) for _ in range(reps))
+        return dict(path=path, ms=secs * 1e3, first_call_s="-" if first_s is None else first_s, same_tokens=bool(torch.equal(out, ref)),
+                    counted_over_ledger=count_flops(gen)[1] / ledger if first_s is None else float("nan"))
+    try:
+        ref = gen()
+        rows = [row("ours (LoRA unmerged, eager)")]
+        m.merge_adapter()
+        rows.append(row("LoRA merged into the weights"))
+        m.unmerge_adapter()
+        if compile_decode:
+            run = fastgen.FastDecoder.run
+            comp = torch.compile(run, dynamic=True)
+            fastgen.FastDecoder.run = lambda self, *a: comp(self, *a)
+            try:
+                first = _timed(gen)
+                rows.append(row("decode step compiled (torch.compile, dynamic shapes)", first))
+            finally:
+                fastgen.FastDecoder.run = run
+                torch._dynamo.reset()
+    finally:
+        torch.set_num_threads(old)
+    for r in rows: r["speedup"] = rows[0]["ms"] / r["ms"]
+    return rows
+
+
 def throughput(steps: int, peak: float, fast: bool) -> list:
     "Per tiny policy: wall time and achieved FLOP/s per phase, from the ledger's events."
     rows = []
@@ -292,6 +335,8 @@ def measure() -> dict:
     old = torch.get_num_threads(); torch.set_num_threads(1)
     try: tp_one = throughput(tp_steps, peak1, fast=True)  # one thread: what a grid cell gets with 2 workers on 2 cores
     finally: torch.set_num_threads(old)
+    print("generation bounds ...", flush=True)
+    gb = generation_bounds(2 if QUICK else 3, compile_decode=not QUICK)
     prof = profile_step()
     print("per-cell overhead ...", flush=True)
     co = cell_overhead(2 if QUICK else 3)
@@ -299,14 +344,35 @@ def measure() -> dict:
     e2e = end_to_end() if E2E and not QUICK else None
     grids = {n: measured_grid(n) for n in ("tiny-pilot", "tiny", "demo")}
     return dict(m=m, peak=peak, peak1=peak1, steps=steps, pairs=pairs, ov=ov, dov=dov, sp=sp, ss=ss, go=go, tp_steps=tp_steps,
-                tp_before=tp_before, tp_after=tp_after, tp_one=tp_one, prof=prof, co=co, eco=eco, e2e=e2e, grids=grids)
+                tp_before=tp_before, tp_after=tp_after, tp_one=tp_one, gb=gb, prof=prof, co=co, eco=eco, e2e=e2e, grids=grids)
+
+
+def _projection(gb: list, tp_one: list, tp_steps: int, grid: dict | None) -> str:
+    "tiny-s's one-thread step if generation ran at each path's speed, and the tiny grid scaled by the same factor (optimistic)."
+    one = next(x for x in tp_one if x["model"] == "tiny-s")
+    rest = (one["update_s"] + one["other_s"]) / tp_steps
+    now = one["step_s"]
+    cases = [(r["path"], rest + one["gen_s"] / tp_steps / r["speedup"]) for r in gb[1:]] + [("generation free", rest)]
+    lines = [f"tiny-s's one-thread step is {now * 1e3:.0f} ms: generation {one['gen_s'] / tp_steps * 1e3:.0f} ms, update "
+             f"{one['update_s'] / tp_steps * 1e3:.0f} ms, the rest {one['other_s'] / tp_steps * 1e3:.0f} ms. With generation at "
+             "each path's speed:\n"]
+    for name, step in cases:
+        g = f"; the tiny grid at most ~{grid['span_s'] / 60 * step / now:.0f} min" if grid else ""
+        lines.append(f"- {name}: {step * 1e3:.0f} ms per step ({now / step:.2f}x){g}")
+    if grid:
+        need = now * 40 * 60 / grid["span_s"] - rest  # generation time per step that would put the scaled grid at 40 min
+        lines.append(f"- 40 min would need generation at {max(need, 0) * 1e3:.0f} ms per step, "
+                     + (f"{one['gen_s'] / tp_steps / need:.1f}x faster than ours" if need > 0 else "out of reach even with free generation"))
+        lines.append(f"\n(grid: the measured {grid['span_s'] / 60:.1f} min scaled by the step ratio, as if every cell were "
+                          "all steps and sped up like tiny-s's: an optimistic bound. Goal <= 40 min.)")
+    return "\n".join(lines) + "\n"
 
 
 def render(r: dict, seconds: float) -> str:
     "bench/RESULTS.md from the numbers of `measure`."
-    m, peak, peak1, steps, pairs, ov, dov, sp, ss, go, tp_steps, tp_before, tp_after, tp_one, prof, co, eco, e2e, grids = (
-        r[k] for k in ("m", "peak", "peak1", "steps", "pairs", "ov", "dov", "sp", "ss", "go", "tp_steps", "tp_before", "tp_after", "tp_one", "prof",
-                       "co", "eco", "e2e", "grids"))
+    m, peak, peak1, steps, pairs, ov, dov, sp, ss, go, tp_steps, tp_before, tp_after, tp_one, gb, prof, co, eco, e2e, grids = (
+        r[k] for k in ("m", "peak", "peak1", "steps", "pairs", "ov", "dov", "sp", "ss", "go", "tp_steps", "tp_before", "tp_after", "tp_one", "gb",
+                       "prof", "co", "eco", "e2e", "grids"))
     trl_s, ours = next(x for x in tp_before if x["model"] == "tiny-s"), next(x for x in tp_after if x["model"] == "tiny-s")
     ceiling = trl_s["step_s"] / (ours["update_s"] / tp_steps)  # plain trl's step over our update phase alone
     md = [f"# race_nb benchmarks\n\nGenerated by `make bench` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
@@ -357,6 +423,14 @@ def render(r: dict, seconds: float) -> str:
           f"tiny-s's update alone takes {ours['update_s'] / tp_steps * 1e3:.0f} ms per step against plain trl's whole step of "
           f"{trl_s['step_s'] * 1e3:.0f} ms, so even free generation and bookkeeping would give at most **{ceiling:.1f}x** "
           f"(goal 2.5x).\n",
+          "## What generation could still give (one thread, tiny-s)\n\n"
+          "Generation alone (64 prompts, 48 tokens forced, LoRA r=16, sampling; best of several calls after a first one), "
+          "our decoder against two changes of the arithmetic that runs: LoRA merged into the weights (the rollouts would no "
+          "longer run the LoRA FLOPs the ledger charges, nor reproduce trl's draws bit for bit) and `torch.compile` of the "
+          "decode step (fused elementwise kernels; *first_call_s* includes compiling, paid again in every cell's fresh "
+          "process). *same_tokens*: the same completions as ours from the same seed.\n\n" +
+          table(gb, ["path", "ms", "speedup", "first_call_s", "same_tokens", "counted_over_ledger"]) +
+          "\n" + _projection(gb, tp_one, tp_steps, grids.get("tiny")) + "\n",
           "\n## Where three steps' time goes (tiny-s, fast generation, torch.profiler)\n\n```\n" + prof + "\n```\n",
           "## Per-cell overhead: cold and warm kernels\n\n"
           f"One `grids/tiny.yaml` cell (tiny-s, sparse, n8-m8, n_eval 200) at a 3e10 budget, run with papermill on the cell "
