@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #f9d5a9b2
 from __future__ import annotations
-import contextlib, math, os, threading, warnings
+import contextlib, logging, math, os, threading, warnings
 from numbers import Number
 from pathlib import Path
 
@@ -13,8 +13,8 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %% auto #0
-__all__ = ['QUIET_KERNEL', 'project_root', 'shipped_path', 'check_positive', 'check_choice', 'atomic_path', 'write_atomic',
-           'run_notebook']
+__all__ = ['QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive', 'check_choice', 'atomic_path',
+           'write_atomic', 'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -75,6 +75,7 @@ def write_atomic(path, text: str) -> Path:
 
 # %% ../nbs/00_core.ipynb #cfe69519
 QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise
+KERNEL_START_TRIES = 3 # kernel starts per run when a kernel dies before answering (e.g. a TCP port another process took)
 
 def run_notebook(src, # notebook to execute
                  dst, # executed copy
@@ -88,6 +89,12 @@ def run_notebook(src, # notebook to execute
     from race_nb.kernels import SOCKET_ENV, warm_manager
     if os.environ.get(SOCKET_ENV): kwargs.setdefault("kernel_manager_class", warm_manager())
     declared = pm.inspect_notebook(str(src))
-    return pm.execute_notebook(str(src), str(dst), parameters={k: v for k, v in parameters.items() if k in declared},
-                               kernel_name=kernel, cwd=str(cwd), progress_bar=False, extra_arguments=list(QUIET_KERNEL),
-                               shutdown_kernel="immediate", **kwargs)  # every output is in by then; a graceful stop costs ~1.3 s
+    for attempt in range(1, KERNEL_START_TRIES + 1):
+        try:
+            return pm.execute_notebook(str(src), str(dst), parameters={k: v for k, v in parameters.items() if k in declared},
+                                       kernel_name=kernel, cwd=str(cwd), progress_bar=False, extra_arguments=list(QUIET_KERNEL),
+                                       shutdown_kernel="immediate", **kwargs)  # every output is in by then; a graceful stop costs ~1.3 s
+        except RuntimeError as e:  # raised before the first cell: starting again repeats nothing
+            if "Kernel died before replying to kernel_info" not in str(e) or attempt == KERNEL_START_TRIES: raise
+            logging.getLogger(__name__).warning("%s: the kernel died before it answered (start %d of %d); starting another",
+                                                Path(dst).name, attempt, KERNEL_START_TRIES)

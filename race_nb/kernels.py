@@ -158,9 +158,14 @@ def _command(*args) -> list[str]:
 # %% ../nbs/00b_kernels.ipynb #8e4a7ee3
 @functools.cache
 def warm_manager() -> type:
-    "jupyter_client's AsyncKernelManager that launches kernels through the warm server named by RACE_KERNEL_SOCKET."
+    "jupyter_client's AsyncKernelManager that launches kernels through the warm server named by RACE_KERNEL_SOCKET, over unix sockets."
     from jupyter_client.manager import AsyncKernelManager
     class WarmKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            sock = os.environ.get(SOCKET_ENV)
+            if sock and os.path.isdir(os.path.dirname(sock)):  # the server's short folder: paths well under the 107-byte limit
+                self.transport, self.ip = "ipc", os.path.join(os.path.dirname(sock), os.urandom(6).hex())
         def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
             sock = os.environ.get(SOCKET_ENV)
             if not sock: return super().format_kernel_cmd(extra_arguments)
