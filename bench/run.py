@@ -6,7 +6,7 @@ FlopCounterMode in the tests and, for the generation paths, again here).
 RACE_BENCH_QUICK=1 makes a short smoke run; RACE_BENCH_E2E=0 skips the end-to-end section;
 RACE_BENCH_RUNS points at the runs root whose finished grids are timed (default: runs/).
 """
-import json, os, platform, statistics, subprocess, sys, tempfile, time
+import contextlib, json, os, platform, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 import torch
@@ -29,14 +29,21 @@ def _timed(fn) -> float:
     t0 = time.perf_counter(); fn(); return time.perf_counter() - t0
 
 
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    "torch's intra-op threads set to `n` for the block (None: unchanged), restored after it."
+    old = torch.get_num_threads()
+    if n: torch.set_num_threads(n)
+    try: yield
+    finally: torch.set_num_threads(old)
+
+
 def peak_flops(n: int = 1024, reps: int = 10, threads: int | None = None) -> float:
     "Measured fp32 matmul FLOP/s (best of `reps`): the machine's practical peak."
-    old = torch.get_num_threads()
-    if threads: torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(reps))
-    torch.set_num_threads(old)
+    with torch_threads(threads):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        a @ b
+        best = min(_timed(lambda: a @ b) for _ in range(reps))
     return 2 * n ** 3 / best
 
 
@@ -123,22 +130,30 @@ def same_seed(steps: int) -> dict:
                 max_reward_diff=max(abs(a - b) for a, b in zip(r0, r1)), reward_steps=len(r0))
 
 
+GEN_TOKENS = 48  # generation benchmarks: new tokens forced per prompt
+
+
+def lora_policy(name: str, **lora) -> tuple:
+    "(tiny policy `name` with a r=16 LoRA on every linear, 64 padded prompts, the ledger's FLOPs for generating GEN_TOKENS from them)."
+    from peft import LoraConfig, get_peft_model
+    from race_nb.flops import LINEARS, LoraSpec, ModelFlops
+    from race_nb.models import char_tokenizer, tiny_model
+    enc = char_tokenizer()(["Q 12+3-4:", "Q 1+2:", "Q 99-9+81-1:", "Q 5-3:"] * 16, return_tensors="pt", padding=True)
+    m = get_peft_model(tiny_model(name), LoraConfig(r=16, lora_alpha=32, target_modules=list(LINEARS), lora_dropout=0.0, **lora)).eval()
+    return m, enc, ModelFlops.from_config(m.config.to_dict(), lora=LoraSpec(16, LINEARS)).generate(*enc["input_ids"].shape, GEN_TOKENS)
+
+
 def generation_only(reps: int = 5) -> list:
     "transformers' generate vs fast_generate on a LoRA policy: 64 prompts, 48 new tokens (no EOS stop), best of `reps`."
-    from peft import LoraConfig, get_peft_model
     from race_nb.fastgen import fast_generate
-    from race_nb.flops import LINEARS, LoraSpec, ModelFlops, count_flops
-    from race_nb.models import char_tokenizer, tiny_model
-    tok, rows = char_tokenizer(), []
-    enc = tok(["Q 12+3-4:", "Q 1+2:", "Q 99-9+81-1:", "Q 5-3:"] * 16, return_tensors="pt", padding=True)
-    B, P, T = *enc["input_ids"].shape, 48
+    from race_nb.flops import count_flops
+    rows, T = [], GEN_TOKENS
     for name in SIZES:
-        m = get_peft_model(tiny_model(name), LoraConfig(r=16, lora_alpha=32, target_modules=list(LINEARS), lora_dropout=0.0)).eval()
+        m, enc, flops = lora_policy(name)
         hf = lambda: m.generate(**enc, max_new_tokens=T, min_new_tokens=T, do_sample=True, top_k=0, top_p=1.0, pad_token_id=0)
         fast = lambda: fast_generate(m, enc["input_ids"], enc["attention_mask"], T, None, 0, do_sample=True)
         hf(); fast()
         t_hf, t_fast = (min(_timed(f) for _ in range(reps)) for f in (hf, fast))
-        flops = ModelFlops.from_config(m.config.to_dict(), lora=LoraSpec(16, LINEARS)).generate(B, P, T)
         _, counted = count_flops(fast)
         rows.append(dict(model=name, hf_s=t_hf, fast_s=t_fast, speedup=t_hf / t_fast, hf_ms_per_token=t_hf / T * 1e3,
                          fast_ms_per_token=t_fast / T * 1e3, fast_flops_per_s=flops / t_fast, counted_over_ledger=counted / flops))
@@ -148,25 +163,18 @@ def generation_only(reps: int = 5) -> list:
 def generation_bounds(reps: int = 3, compile_decode: bool = True) -> list:
     """What is left in generation, one thread (a grid cell's share), tiny-s, 64 prompts x 48 tokens, LoRA r=16, sampling:
     our decoder against two changes of what runs - LoRA merged into the weights, and torch.compile of the decode step."""
-    from peft import LoraConfig, get_peft_model
     from race_nb import fastgen
-    from race_nb.flops import LINEARS, LoraSpec, ModelFlops, count_flops
-    from race_nb.models import char_tokenizer, tiny_model
-    old = torch.get_num_threads(); torch.set_num_threads(1)
-    enc = char_tokenizer()(["Q 12+3-4:", "Q 1+2:", "Q 99-9+81-1:", "Q 5-3:"] * 16, return_tensors="pt", padding=True)
-    B, P, T = *enc["input_ids"].shape, 48
-    m = get_peft_model(tiny_model("tiny-s"), LoraConfig(r=16, lora_alpha=32, target_modules=list(LINEARS), lora_dropout=0.0,
-                                                        init_lora_weights=False)).eval()
-    ledger = ModelFlops.from_config(m.config.to_dict(), lora=LoraSpec(16, LINEARS)).generate(B, P, T)
+    from race_nb.flops import count_flops
+    m, enc, ledger = lora_policy("tiny-s", init_lora_weights=False)  # random B: merging changes the weights
     def gen():
         torch.manual_seed(0)
-        return fastgen.fast_generate(m, enc["input_ids"], enc["attention_mask"], T, None, 0, do_sample=True)
+        return fastgen.fast_generate(m, enc["input_ids"], enc["attention_mask"], GEN_TOKENS, None, 0, do_sample=True)
     def row(path, first_s=None):
         out = gen()
         secs = min(_timed(gen) for _ in range(reps))
         return dict(path=path, ms=secs * 1e3, first_call_s="-" if first_s is None else first_s, same_tokens=bool(torch.equal(out, ref)),
                     counted_over_ledger=count_flops(gen)[1] / ledger if first_s is None else float("nan"))
-    try:
+    with torch_threads(1):
         ref = gen()
         rows = [row("ours (LoRA unmerged, eager)")]
         m.merge_adapter()
@@ -182,8 +190,6 @@ def generation_bounds(reps: int = 3, compile_decode: bool = True) -> list:
             finally:
                 fastgen.FastDecoder.run = run
                 torch._dynamo.reset()
-    finally:
-        torch.set_num_threads(old)
     for r in rows: r["speedup"] = rows[0]["ms"] / r["ms"]
     return rows
 
@@ -317,6 +323,10 @@ def table(rows, cols, fmt=None) -> str:
                           for r in rows)
 
 
+KEYS = ("m", "peak", "peak1", "steps", "pairs", "ov", "dov", "sp", "ss", "go", "tp_steps", "tp_before", "tp_after", "tp_one", "gb", "prof",
+        "co", "eco", "e2e", "grids")  # what `measure` returns and `render` writes up
+
+
 def measure() -> dict:
     "Run every benchmark; return the numbers (what `render` writes up)."
     m = machine()
@@ -334,9 +344,7 @@ def measure() -> dict:
     tp_steps = 5 if QUICK else 20
     tp_before = throughput(tp_steps, peak, fast=False)
     tp_after = throughput(tp_steps, peak, fast=True)
-    old = torch.get_num_threads(); torch.set_num_threads(1)
-    try: tp_one = throughput(tp_steps, peak1, fast=True)  # one thread: what a grid cell gets with 2 workers on 2 cores
-    finally: torch.set_num_threads(old)
+    with torch_threads(1): tp_one = throughput(tp_steps, peak1, fast=True)  # one thread: what a grid cell gets with 2 workers on 2 cores
     print("generation bounds ...", flush=True)
     gb = generation_bounds(2 if QUICK else 3, compile_decode=not QUICK)
     prof = profile_step()
@@ -345,8 +353,7 @@ def measure() -> dict:
     eco = race_economy()
     e2e = end_to_end() if E2E and not QUICK else None
     grids = {n: measured_grid(n) for n in ("tiny-pilot", "tiny", "demo")}
-    return dict(m=m, peak=peak, peak1=peak1, steps=steps, pairs=pairs, ov=ov, dov=dov, sp=sp, ss=ss, go=go, tp_steps=tp_steps,
-                tp_before=tp_before, tp_after=tp_after, tp_one=tp_one, gb=gb, prof=prof, co=co, eco=eco, e2e=e2e, grids=grids)
+    return {k: v for k, v in locals().items() if k in KEYS}
 
 
 def _projection(gb: list, tp_one: list, tp_steps: int, grid: dict | None) -> str:
@@ -372,9 +379,7 @@ def _projection(gb: list, tp_one: list, tp_steps: int, grid: dict | None) -> str
 
 def render(r: dict, seconds: float) -> str:
     "bench/RESULTS.md from the numbers of `measure`."
-    m, peak, peak1, steps, pairs, ov, dov, sp, ss, go, tp_steps, tp_before, tp_after, tp_one, gb, prof, co, eco, e2e, grids = (
-        r[k] for k in ("m", "peak", "peak1", "steps", "pairs", "ov", "dov", "sp", "ss", "go", "tp_steps", "tp_before", "tp_after", "tp_one", "gb",
-                       "prof", "co", "eco", "e2e", "grids"))
+    m, peak, peak1, steps, pairs, ov, dov, sp, ss, go, tp_steps, tp_before, tp_after, tp_one, gb, prof, co, eco, e2e, grids = (r[k] for k in KEYS)
     ours = next(x for x in tp_after if x["model"] == "tiny-s")
     trl_step = sp["a_median_s"] / steps  # plain trl's step: the median of the interleaved runs, steadier than one throughput run
     ceiling = trl_step / (ours["update_s"] / tp_steps)  # plain trl's step over our update phase alone
