@@ -38,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         g.add_argument("runs_dir", help="a grid's runs folder, e.g. runs/demo")
     tt = sub.add_parser("train-tiny", help="retrain the shipped tiny policies and scorers from their recipes")
     tt.add_argument("names", nargs="*", help="tiny-s, tiny-m, tiny-l, prm, proxy_prm, judge (default: all)")
-    tt.add_argument("--ship", action="store_true", help="write the retrained weights into data/weights")
+    tt.add_argument("--ship", action="store_true", help="write the retrained weights (or, with --spread, the spread) into data/weights")
+    tt.add_argument("--spread", action="store_true", help="retrain under other seeds and measure the seed-to-seed spread and tolerances")
     card = sub.add_parser("card", help="print the compute card of a saved ledger (ledger.parquet)")
     card.add_argument("ledger", help="path of a ledger.parquet written by FlopsLedger.save")
     fl = sub.add_parser("flops", help="forward FLOPs per token of shipped architectures")
@@ -92,6 +93,27 @@ def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> 
     print(f"race demo finished in {time.time() - t0:.0f} s")
     return 0 if (res.status == "done").all() else 1
 
+# %% ../nbs/20_cli.ipynb #604f05f7
+def _train_tiny(names, ship: bool, spread: bool) -> int:
+    "race train-tiny: retrain and judge reproduction (default), ship (--ship) or measure the seed spread (--spread)."
+    from race_nb.rewards.prm import tiny_artifacts, train_tiny
+    from race_nb.repro import check_reproduction, describe_reproduction, seed_spread
+    from race_nb.core import check_choice
+    names = [check_choice("tiny artifact", n, tuple(tiny_artifacts())) for n in names or tiny_artifacts()]
+    if spread:
+        for label in names:
+            s = seed_spread(label, save=ship)
+            print(f"{label}: seeds {s['seeds']}; " + "; ".join(f"{k} sd {t['sd']:.4f}, tolerance {t['tolerance']:.4f}" for k, t in s["tolerance"].items()))
+        return 0
+    if ship:
+        for label, path in train_tiny(names, ship=True).items(): print(f"{label}: shipped to {path} (environment recorded in warm_start.json)")
+        return 0
+    print("Reproduces means: bit for bit where the environment fingerprint (torch, transformers, MKL, oneDNN, CPU model and "
+          "capability, threads) equals the shipped one; elsewhere, behaviour within 3 seed-to-seed sd + one item of the shipped copy's.")
+    results = [check_reproduction(label, progress=True) for label in names]
+    for r in results: print(describe_reproduction(r))
+    return 0 if all(r["ok"] for r in results) else 1
+
 # %% ../nbs/20_cli.ipynb #f95002f8
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `race` console script; returns the exit status."
@@ -100,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "card":
             print(FlopsLedger.load(args.ledger).compute_card(title=f"compute card: {args.ledger}"))
-        elif args.command == "train-tiny":
-            from race_nb.rewards.prm import train_tiny
-            for label, path in train_tiny(args.names or None, ship=args.ship).items(): print(f"{label}: {path}")
+        elif args.command == "train-tiny": return _train_tiny(args.names or None, args.ship, args.spread)
         elif args.command == "flops":
             names = args.names or shipped_configs()
             print(per_token_table(names, context=args.context).to_string(float_format=lambda x: f"{x:.4g}"))

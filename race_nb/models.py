@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'ALPHABET', 'SPECIAL_TOKENS', 'MATH_SYSTEM_PROMPT', 'check_alphabet', 'char_tokenizer', 'load_tokenizer',
            'is_offline', 'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'generate', 'pass_at_1',
-           'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock', 'tiny_model', 'warm_start_key',
-           'shipped_weights', 'warm_start', 'torch_dtype', 'default_device', 'load_policy', 'warm_start_table']
+           'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock', 'tiny_model', 'environment_fingerprint',
+           'warm_start_key', 'shipped_weights', 'warm_start', 'torch_dtype', 'default_device', 'load_policy',
+           'warm_start_table']
 
 # %% ../nbs/03_models.ipynb #cae7af15
 ALPHABET = "0123456789+-=#:Q \n"
@@ -205,6 +206,20 @@ def _sft_batch(tok, records: list[dict], forget: float, rng: random.Random):
         labels[i, len(p):n] = torch.tensor(c)
     return ids, mask, labels
 
+# %% ../nbs/03_models.ipynb #f907759c
+def environment_fingerprint() -> dict:
+    "What decides a CPU training run's bits: torch, transformers, MKL and oneDNN versions, CPU model and capability, threads."
+    import platform, re, transformers
+    show = torch.__config__.show()
+    version = lambda pat: (m.group(1) if (m := re.search(pat, show)) else None)
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                if l.startswith("model name")), None) if Path("/proc/cpuinfo").exists() else None
+    return dict(torch=torch.__version__, transformers=transformers.__version__,
+                mkl=version(r"Math Kernel Library Version ([\w.\-]+)"), onednn=version(r"MKL-DNN v([\d.]+)"),
+                cpu=cpu or platform.processor() or platform.machine(), machine=platform.machine(),
+                cpu_capability=torch.backends.cpu.get_cpu_capability(), threads=torch.get_num_threads(),
+                mkl_cbwr=os.environ.get("MKL_CBWR"))
+
 # %% ../nbs/03_models.ipynb #3b4331f8
 def _train_warm(name: str, cfg: WarmStartConfig, out: Path, progress: bool) -> dict:
     "Run the warm start and save model, tokenizer, ledger and summary into `out`."
@@ -225,7 +240,7 @@ def _train_warm(name: str, cfg: WarmStartConfig, out: Path, progress: bool) -> d
         ledger.record(step, "learning", "warm_start", mf.train_step(*ids.shape), tokens=ids.numel(),
                       useful_tokens=int(mask.sum()))
     summary = dict(name=name, recipe=asdict(cfg), n_params=mf.n_params, flops=ledger.total,
-                   seconds=time.time() - t0, final_loss=float(loss.detach()))
+                   seconds=time.time() - t0, final_loss=float(loss.detach()), environment=environment_fingerprint())
     model.save_pretrained(out); tok.save_pretrained(out); ledger.save(out / "ledger.parquet")
     (out / "warm_start.json").write_text(json.dumps(summary, indent=2))
     return summary

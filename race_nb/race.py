@@ -4,20 +4,21 @@
 
 # %% ../nbs/08_race.ipynb #d932e94b
 from __future__ import annotations
-import math, warnings
+import dataclasses, math, warnings
 from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import yaml
 from .core import check_choice, check_positive
-from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS
+from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
 
 # %% auto #0
-__all__ = ['PILOT_ARMS', 'FITS', 'REGIMES', 'PAPER', 'pilot_grid', 'fit_curve', 'predict_curve', 'loo_errors', 'select_fit',
-           'best_rho', 'Thresholds', 'rho_prime', 'arm_values', 'paired_interval', 'update_call', 'diagnose',
-           'synthetic_results', 'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate',
-           'validation_summary', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
-           'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
+__all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'CALLS', 'PAPER', 'pilot_grid', 'fit_curve',
+           'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'Thresholds', 'rho_prime',
+           'arm_values', 'paired_interval', 'update_call', 'config_keys', 'diagnose', 'synthetic_results',
+           'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
+           'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies',
+           'disagreement_pattern', 'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -55,24 +56,33 @@ def predict_curve(kind: str, coef, rho) -> np.ndarray:
     return _design(kind, np.asarray(rho, float)) @ coef
 
 # %% ../nbs/08_race.ipynb #f03dc20c
-def loo_errors(rho, y) -> dict:
-    "Leave-one-out mean squared error of each model (inf when it has too few points)."
+def loo_points(rho, y) -> dict:
+    "Squared leave-one-out error of every cell under each model (None when the model has too few points)."
     rho, y = np.asarray(rho, float), np.asarray(y, float)
     out = {}
     for kind in FITS:
         k = _design(kind, rho[:1]).shape[1]
-        if len(np.unique(rho)) < k or len(rho) <= k: out[kind] = math.inf; continue
-        errs = [(y[i] - predict_curve(kind, fit_curve(kind, np.delete(rho, i), np.delete(y, i)), rho[i:i + 1])[0]) ** 2
-                for i in range(len(rho))]
-        out[kind] = float(np.mean(errs))
+        if len(np.unique(rho)) < k or len(rho) <= k: out[kind] = None; continue
+        out[kind] = np.array([(y[i] - predict_curve(kind, fit_curve(kind, np.delete(rho, i), np.delete(y, i)), rho[i:i + 1])[0]) ** 2
+                              for i in range(len(rho))])
     return out
 
+def loo_errors(rho, y) -> dict:
+    "Leave-one-out mean squared error of each model (inf when it has too few points)."
+    return {k: math.inf if e is None else float(e.mean()) for k, e in loo_points(rho, y).items()}
+
 # %% ../nbs/08_race.ipynb #f9c184b8
-def select_fit(rho, y, tol: float = 1e-12) -> tuple[str, dict]:
-    "The model with the lowest leave-one-out error (simpler wins ties) and all errors."
-    errs = loo_errors(rho, y)
-    best = min(FITS, key=lambda k: (errs[k] - tol * FITS.index(k) if math.isfinite(errs[k]) else math.inf, FITS.index(k)))
-    return best, errs
+FIT_COMPLEXITY = {k: _design(k, np.ones(1)).shape[1] for k in FITS} # coefficients per model: constant 1, linear / loglinear 2, quadratic 3
+
+def select_fit(rho, y, se_rule: float = 1.0, # a model within this many standard errors of the lowest error counts as tied
+              ) -> tuple[str, dict]:
+    "The simplest model whose leave-one-out error is within `se_rule` standard errors of the lowest (one-SE rule), and all errors."
+    pts = loo_points(rho, y)
+    errs = {k: math.inf if e is None else float(e.mean()) for k, e in pts.items()}
+    if not any(math.isfinite(v) for v in errs.values()): return "constant", errs
+    low = min((k for k in FITS if math.isfinite(errs[k])), key=lambda k: (errs[k], FIT_COMPLEXITY[k], FITS.index(k)))
+    bar = errs[low] + se_rule * float(pts[low].std(ddof=1) / math.sqrt(len(pts[low]))) + 1e-15 * max(1.0, errs[low])
+    return min((k for k in FITS if errs[k] <= bar), key=lambda k: (FIT_COMPLEXITY[k], FITS.index(k))), errs
 
 # %% ../nbs/08_race.ipynb #7a4be1dc
 def best_rho(kind: str, rho, y) -> float:
@@ -223,26 +233,43 @@ def _recommend(g: pd.DataFrame, target: str, call: dict) -> dict:
     rec = mean[target].idxmax() if call["fit"] == "constant" else mean.rho.sub(call["best_rho"]).abs().idxmin()
     return dict(recommended_arm=rec, best_observed_arm=mean[target].idxmax())
 
+# %% ../nbs/08_race.ipynb #4de61784
+WITHIN_CONFIG = ("arm", "target_rho", "seed", "budget") # cell parameters that vary within a configuration (or between pilot and full)
+
+def config_keys(*tables: pd.DataFrame) -> list[str]:
+    "Columns naming a configuration: model, reward, and every other cell parameter that varies within one of `tables`."
+    params = [f.name for f in dataclasses.fields(CellConfig) if f.name not in ("model", "reward") + WITHIN_CONFIG]
+    varies = lambda t, c: c in t.columns and t[c].astype(str).nunique() > 1
+    return ["model", "reward"] + [c for c in params if any(varies(t, c) for t in tables)]
+
+def _select(df: pd.DataFrame, key: dict) -> pd.DataFrame:
+    "Rows of `df` whose configuration columns equal `key` (compared as text, so None and NaN match themselves)."
+    mask = np.ones(len(df), bool)
+    for k, v in key.items(): mask &= (df[k].astype(str) == str(v)).to_numpy()
+    return df[mask]
+
 # %% ../nbs/08_race.ipynb #a659a2f4
 def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
              targets=TARGETS, # targets to diagnose
              th: Thresholds = Thresholds(), # regime thresholds
              per_prompt: pd.DataFrame | None = None, # per-prompt values (`grid.per_prompt_results`): pairs the update call over prompts
+             keys: list | None = None, # configuration columns (default: config_keys(results))
             ) -> pd.DataFrame:
     "Regime table: per configuration and target, the paper's update call (`update_call`) and the fit's regime, best rho and confidence."
-    rows = []
+    keys, rows = keys or config_keys(results), []
+    configs = [dict(zip(keys, c)) for c in results[keys].drop_duplicates().itertuples(index=False, name=None)]
+    configs.sort(key=lambda c: (c["reward"] not in RULE_REWARDS, *map(str, c.values())))  # rule-based siblings first
     for target in targets:
         ok, point = _usable(results, target), {}
-        configs = results[["model", "reward"]].drop_duplicates().itertuples(index=False)
-        for model, reward in sorted(configs, key=lambda c: (c[0], c[1] not in RULE_REWARDS, c[1])):  # rule-based siblings first
-            g = ok[(ok.model == model) & (ok.reward == reward)]
-            base = dict(model=model, reward=reward, target=target, n_cells=len(g), n_rho=g.rho.round(3).nunique())
+        for cfg in configs:
+            g, sib_of = _select(ok, cfg), lambda r: tuple(str(v) for v in {**cfg, "reward": r}.values())
+            base = dict(cfg, target=target, n_cells=len(g), n_rho=g.rho.round(3).nunique())
             if base["n_rho"] < 2:
                 rows.append(dict(base, regime="insufficient data", confidence=float("nan"), recommended_arm=None)); continue
-            sib = [point[(model, r)] for r in RULE_REWARDS if (model, r) in point] if reward not in RULE_REWARDS else []
+            sib = [point[sib_of(r)] for r in RULE_REWARDS if sib_of(r) in point] if cfg["reward"] not in RULE_REWARDS else []
             sibling = float(np.nanmean(sib)) if sib and np.isfinite(sib).any() else None
             call = _call(g, target, sibling, th)
-            point[(model, reward)] = call["best_rho"]
+            point[sib_of(cfg["reward"])] = call["best_rho"]
             rows.append(dict(base, **update_call(g, target, per_prompt, th), **call,
                              confidence=_confidence(g, target, sibling, call, th), **_recommend(g, target, call)))
     return pd.DataFrame(rows)
@@ -300,21 +327,24 @@ def cohen_kappa(a, b) -> float:
 
 # %% ../nbs/08_race.ipynb #5f5beaf2
 def call_validation(tab: pd.DataFrame) -> dict:
-    "Accuracy on decisive pilot calls, coverage, agreement and kappa, from `validate`'s table."
+    "Accuracy on decisive pilot calls, coverage, agreement with the full call, kappas and the constant baselines, from `validate`'s table."
     if not len(tab): return dict(decisive_calls=0, coverage=float("nan"), accuracy_decisive=float("nan"))
     dec = tab[tab.pilot_call != "abstain"]
+    majority = tab.full_direction.value_counts()
     return dict(decisive_calls=len(dec), coverage=len(dec) / len(tab),
                 accuracy_decisive=float((dec.pilot_call == dec.full_direction).mean()) if len(dec) else float("nan"),
                 agreement_with_full_call=float((tab.pilot_call == tab.full_call).mean()),
                 kappa=cohen_kappa(dec.pilot_call, dec.full_direction),
-                always_high_accuracy=float((tab.full_direction == "high-update").mean()))
+                kappa_vs_full_call=cohen_kappa(tab.pilot_call, tab.full_call),
+                always_high_accuracy=float((tab.full_direction == "high-update").mean()),
+                majority_direction=str(majority.index[0]), majority_accuracy=float(majority.iloc[0] / len(tab)))
 
 # %% ../nbs/08_race.ipynb #8805afb1
-def _validation_row(pr, fc, g: pd.DataFrame, target: str, th: Thresholds, full_prompts) -> dict:
+def _validation_row(pr, fc, g: pd.DataFrame, target: str, th: Thresholds, full_prompts, keys=("model", "reward")) -> dict:
     "One configuration: the pilot's call `pr` against the full grid's `fc`, and the call arm's paired gains on the full grid `g`."
     arm_rho, full_mean = g.groupby("arm").rho.mean(), g.groupby("arm")[target].mean()
     full_dir = "high-update" if fc.contrast > 0 else "low-update" if fc.contrast < 0 else "none"
-    row = dict(model=pr.model, reward=pr.reward, pilot_call=pr.call, pilot_contrast=pr.contrast, pilot_lo=pr.contrast_lo,
+    row = dict(**{k: pr[k] for k in keys}, pilot_call=pr.call, pilot_contrast=pr.contrast, pilot_lo=pr.contrast_lo,
                pilot_hi=pr.contrast_hi, full_call=fc.call, full_contrast=fc.contrast, full_lo=fc.contrast_lo, full_hi=fc.contrast_hi,
                full_direction=full_dir, correct=pr.call == full_dir, reward_heavy=bool(pr.reward_heavy), call_arm=pr.call_arm,
                pilot_regime=pr.regime, pilot_confidence=pr.confidence, full_regime=fc.regime, full_confidence=fc.confidence,
@@ -329,10 +359,11 @@ def _validation_row(pr, fc, g: pd.DataFrame, target: str, th: Thresholds, full_p
     return row
 
 # %% ../nbs/08_race.ipynb #2f127989
-def _shared_seeds(pilot: pd.DataFrame, full: pd.DataFrame) -> list[int]:
+def _shared_seeds(pilot: pd.DataFrame, full: pd.DataFrame, keys=("model", "reward")) -> list[int]:
     "Seeds that a configuration's done pilot cells and done full-budget cells both use."
-    key = lambda d: set(map(tuple, d[d.status == "done"][["model", "reward", "seed"]].drop_duplicates().to_numpy().tolist()))
-    return sorted({int(s) for _, _, s in key(pilot) & key(full)})
+    cols = list(keys) + ["seed"]
+    key = lambda d: set(map(tuple, d[d.status == "done"][cols].astype(str).drop_duplicates().to_numpy().tolist()))
+    return sorted({int(float(t[-1])) for t in key(pilot) & key(full)})
 
 # %% ../nbs/08_race.ipynb #9d1160d0
 def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", th: Thresholds = Thresholds(),
@@ -340,17 +371,18 @@ def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", 
              full_prompts: pd.DataFrame | None = None, # per-prompt values of the full grid's cells (pairs the gains)
             ) -> tuple[pd.DataFrame, dict]:
     "Per configuration: the pilot's update call against the full grid's, the fit regimes, the recommended arm's paired gains; plus the summary."
-    shared = _shared_seeds(pilot, full)
+    keys = config_keys(pilot, full)
+    shared = _shared_seeds(pilot, full, keys)
     if shared: warnings.warn(f"the pilot and the full-budget runs share seed(s) {shared}: a pilot cell at a full cell's seed replays "
                              "the start of that run, so this validation is not independent (give the pilot seeds of its own)", stacklevel=2)
-    p, f = diagnose(pilot, (target,), th, pilot_prompts), diagnose(full, (target,), th, full_prompts)
+    p, f = diagnose(pilot, (target,), th, pilot_prompts, keys), diagnose(full, (target,), th, full_prompts, keys)
     okf = _usable(full, target)
     rows = []
     for _, pr in p.iterrows():
-        fr = f[(f.model == pr.model) & (f.reward == pr.reward)]
-        g = okf[(okf.model == pr.model) & (okf.reward == pr.reward)]
+        cfg = {k: pr[k] for k in keys}
+        fr, g = _select(f, cfg), _select(okf, cfg)
         if fr.empty or g.empty or pr.recommended_arm is None: continue
-        rows.append(_validation_row(pr, fr.iloc[0], g, target, th, full_prompts))
+        rows.append(_validation_row(pr, fr.iloc[0], g, target, th, full_prompts, keys))
     tab = pd.DataFrame(rows)
     rate = lambda col: float(tab[col].mean()) if len(tab) else float("nan")
     summary = dict(configurations=len(tab), shared_seeds=shared, **call_validation(tab), same_regime_rate=rate("same_regime"), recommended_is_full_best=rate("rec_is_full_best"),
@@ -367,6 +399,46 @@ def validation_summary(pilot: pd.DataFrame, full: pd.DataFrame, targets=TARGETS,
     rows = [dict(target=t, **validate(pilot, full, t, th, pilot_prompts=pilot_prompts, full_prompts=full_prompts)[1])
             for t in targets if t in pilot.columns and t in full.columns]
     return pd.DataFrame(rows)
+
+# %% ../nbs/08_race.ipynb #4bba96cc
+CALLS = ("high-update", "low-update", "abstain")
+
+def confusion_table(tab: pd.DataFrame) -> pd.DataFrame:
+    "Pilot call (rows) against full-budget call (columns), every label shown, from `validate`'s table."
+    return pd.crosstab(tab.pilot_call, tab.full_call).reindex(index=list(CALLS), columns=list(CALLS), fill_value=0).rename_axis(
+        index="pilot call", columns="full-budget call")
+
+# %% ../nbs/08_race.ipynb #a125a3df
+def _validation_measures(majority: str) -> dict:
+    "Name -> function of a validation table, for `bootstrap_validation`."
+    dec = lambda t: t[t.pilot_call != "abstain"]
+    race_all = lambda t: float((t.pilot_call == t.full_direction).mean())
+    return {"same call as the full runs (rate)": lambda t: float((t.pilot_call == t.full_call).mean()),
+            "coverage (share of decisive pilot calls)": lambda t: float((t.pilot_call != "abstain").mean()),
+            "accuracy on decisive calls": lambda t: float((dec(t).pilot_call == dec(t).full_direction).mean()) if len(dec(t)) else float("nan"),
+            "Cohen's kappa, pilot call vs full call": lambda t: cohen_kappa(t.pilot_call, t.full_call),
+            "Cohen's kappa, decisive calls vs full direction": lambda t: cohen_kappa(dec(t).pilot_call, dec(t).full_direction),
+            "same fit regime (rate)": lambda t: float(t.same_regime.mean()),
+            "RACE accuracy, all configurations (abstain = miss)": race_all,
+            f"baseline: always {majority} (accuracy)": lambda t: float((t.full_direction == majority).mean()),
+            f"RACE minus always {majority}": lambda t: race_all(t) - float((t.full_direction == majority).mean()),
+            "gain of the call arm over trl's default arm": lambda t: float(t.gain_vs_trl_default.mean()) if "gain_vs_trl_default" in t else float("nan")}
+
+# %% ../nbs/08_race.ipynb #f99ae07c
+def bootstrap_validation(tab: pd.DataFrame, # `validate`'s per-configuration table
+                         n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
+                        ) -> pd.DataFrame:
+    "Each validation measure with its (1 - alpha) bootstrap interval over configurations."
+    if not len(tab): raise ValueError("no configuration was validated: nothing to resample")
+    majority = tab.full_direction.value_counts().index[0]
+    rng, rows = np.random.default_rng(seed), []
+    for name, f in _validation_measures(majority).items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            boots = np.array([f(tab.iloc[rng.integers(0, len(tab), len(tab))]) for _ in range(n_boot)], float)
+        lo, hi = (np.nanquantile(boots, [alpha / 2, 1 - alpha / 2]) if np.isfinite(boots).any() else (np.nan, np.nan))
+        rows.append(dict(measure=name, value=f(tab), lo=float(lo), hi=float(hi), configurations=len(tab)))
+    return pd.DataFrame(rows).set_index("measure")
 
 # %% ../nbs/08_race.ipynb #900a3d73
 def target_disagreement(results: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:

@@ -15,9 +15,9 @@ from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
 __all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'SITE_CSS', 'PAGE_PRELOAD', 'load_results', 'load_ledgers', 'label',
-           'grid_card', 'plot_compute', 'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full',
-           'paper_claims', 'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages',
-           'render_report']
+           'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers',
+           'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'learning_curves', 'plot_learning_curves',
+           'plot_size_budget', 'report_pages', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -73,12 +73,17 @@ def plot_compute(results: pd.DataFrame, ax=None):
     return ax
 
 # %% ../nbs/09_report.ipynb #e63ad7f1
+def frontier_keys(results: pd.DataFrame) -> list[str]:
+    "What a frontier line belongs to: the configuration (race.config_keys) and, when the grid has several, the budget."
+    from race_nb.race import config_keys
+    return config_keys(results) + (["budget"] if "budget" in results and results.budget.nunique() > 1 else [])
+
 def frontier_table(results: pd.DataFrame, target: str) -> pd.DataFrame:
-    "Mean and spread of a target per configuration and arm, with realised rho, over seeds."
+    "Mean and spread of a target per configuration (per budget when there are several) and arm, with realised rho, over seeds."
     done = results[(results.status == "done") & results[target].notna()]
-    g = done.groupby(["model", "reward", "arm"])
-    t = g.agg(rho=("rho", "mean"), mean=(target, "mean"), sd=(target, "std"), n=(target, "size")).reset_index()
-    t["best"] = t.groupby(["model", "reward"])["mean"].transform("max") == t["mean"]
+    keys = frontier_keys(done)
+    t = done.groupby(keys + ["arm"]).agg(rho=("rho", "mean"), mean=(target, "mean"), sd=(target, "std"), n=(target, "size")).reset_index()
+    t["best"] = t.groupby(keys)["mean"].transform("max") == t["mean"]
     return t
 
 # %% ../nbs/09_report.ipynb #0d659754
@@ -87,29 +92,39 @@ def frontier_pivot(results: pd.DataFrame, target: str) -> pd.DataFrame:
     t = frontier_table(results, target)
     order = t.groupby("arm").rho.mean().sort_values().index
     cell = lambda r: f"{r['mean']:.3f}" + (f" ± {r.sd:.3f}" if np.isfinite(r.sd) else "") + (" *" if r.best else "")
-    out = t.assign(v=t.apply(cell, axis=1)).pivot(index=["model", "reward"], columns="arm", values="v").reindex(columns=order)
+    out = t.assign(v=t.apply(cell, axis=1)).pivot(index=frontier_keys(results[results.status == "done"]), columns="arm", values="v").reindex(columns=order)
     out.columns = [f"{a} (rho {t[t.arm == a].rho.mean():.2f})" for a in out.columns]
     return out
 
 REWARD_COLORS = dict(sparse="#1b9e77", structured="#66a61e", dense="#7570b3", proxy_prm="#e6ab02", prm="#d95f02")
 
 # %% ../nbs/09_report.ipynb #349ee2a6
+def _line_label(row, extra: list) -> str:
+    "A frontier line's legend label: the reward system, then any other configuration column."
+    return row["reward"] + "".join(f", {k} {row[k]:g}" if isinstance(row[k], float) else f", {k} {row[k]}" for k in extra)
+
 def plot_frontiers(results: pd.DataFrame, targets=TARGETS):
-    "Each target against realised rho: one row per target (shared y), one column per model (shared x), one line per reward system; best arm circled."
+    "Each target against realised rho: one row per target (shared y), one column per model (and budget: never averaged across budgets), one line per reward system (and other configuration column); best arm circled."
     import matplotlib.pyplot as plt
-    models = sorted(results.model.unique())
-    fig, axes = plt.subplots(len(targets), len(models), figsize=(4.6 * len(models) + 1.6, 2.9 * len(targets)), squeeze=False,
+    done = results[results.status == "done"]
+    keys = frontier_keys(done)
+    panel_keys = ["model"] + (["budget"] if "budget" in keys else [])
+    extra = [k for k in keys if k not in ("model", "reward", "budget")]
+    panels = sorted(done[panel_keys].drop_duplicates().itertuples(index=False, name=None))
+    fig, axes = plt.subplots(len(targets), len(panels), figsize=(4.6 * len(panels) + 1.6, 2.9 * len(targets)), squeeze=False,
                              sharex=True, sharey="row")
     for i, t in enumerate(targets):
         ft = frontier_table(results, t)
-        for j, m in enumerate(models):
-            ax = axes[i, j]
-            for rw, g in ft[ft.model == m].groupby("reward"):
+        for j, p in enumerate(panels):
+            ax, sel = axes[i, j], ft[np.logical_and.reduce([ft[k] == v for k, v in zip(panel_keys, p)])]
+            for _, g in sel.groupby(["reward"] + extra):
                 g = g.sort_values("rho")
-                ax.errorbar(g.rho, g["mean"], yerr=g.sd.fillna(0), marker="o", ms=4, capsize=2, label=rw, color=REWARD_COLORS.get(rw))
+                ax.errorbar(g.rho, g["mean"], yerr=g.sd.fillna(0), marker="o", ms=4, capsize=2, label=_line_label(g.iloc[0], extra),
+                            color=None if extra else REWARD_COLORS.get(g.reward.iloc[0]))
                 b = g[g.best]
                 ax.scatter(b.rho, b["mean"], s=140, facecolors="none", edgecolors="black")
-            ax.set(title=f"{m}: {t}" if i == 0 else t, xlabel="realised rho" if i == len(targets) - 1 else "", xlim=(0, 1))
+            name = p[0] + (f" @ {p[1]:.2g} FLOPs" if len(p) > 1 else "")
+            ax.set(title=f"{name}: {t}" if i == 0 else t, xlabel="realised rho" if i == len(targets) - 1 else "", xlim=(0, 1))
             ax.grid(alpha=0.3)
             if j == 0: ax.set_ylabel(t)
     handles, labels = axes[0, 0].get_legend_handles_labels()

@@ -55,11 +55,12 @@ class TinyStepScorer:
     "Generative step scorer: a causal LM trained on true solutions scores each line by its probability."
     def __init__(self, kind: str, # prm, proxy_prm or judge
                  progress: bool = False, # progress bar when the scorer has to be trained
+                 path=None, # a trained copy of the recipe elsewhere (default: the shipped or cached one)
                 ):
         from transformers import AutoModelForCausalLM
         r = SCORER_RECIPES[check_choice("step scorer", kind, tuple(SCORER_RECIPES))]
         self.kind, self.token_agg = kind, r["token_agg"]
-        self.path = warm_start(r["arch"], r["warm"], progress=progress)
+        self.path = Path(path) if path is not None else warm_start(r["arch"], r["warm"], progress=progress)
         self.model = AutoModelForCausalLM.from_pretrained(self.path, attn_implementation="eager").eval()
         self.tok = load_tokenizer(self.path)
         self.flops = ModelFlops.from_config(self.model.config)
@@ -168,8 +169,10 @@ def train_tiny(names=None, # labels of `tiny_artifacts` (default: all)
         if ship:
             dest = project_root() / "data" / "weights" / path.name
             if dest.resolve() != path.resolve():
+                spread = (dest / "spread.json").read_text() if (dest / "spread.json").exists() else None
                 shutil.rmtree(dest, ignore_errors=True)
                 shutil.copytree(path, dest, ignore=shutil.ignore_patterns("*.lock", "*.tmp"))
+                if spread is not None: (dest / "spread.json").write_text(spread)  # the recipe's seed spread still holds
             path = dest
         out[label] = path
     return out
