@@ -114,6 +114,30 @@ def _train_tiny(names, ship: bool, spread: bool) -> int:
     for r in results: print(describe_reproduction(r))
     return 0 if all(r["ok"] for r in results) else 1
 
+# %% ../nbs/20_cli.ipynb #f08ca4a8
+def _diagnose(runs_dir, full_dir, target: str) -> None:
+    "race diagnose: the regime table, and with full-budget runs the validation (per configuration, confusion table, intervals over configurations)."
+    from race_nb.race import (bootstrap_validation, config_keys, confusion_table, diagnose_runs, format_regimes, validate,
+                              validation_summary)
+    from race_nb.grid import aggregate, per_prompt_results
+    print(format_regimes(diagnose_runs(runs_dir)))
+    if not full_dir: return
+    pilot, full = aggregate(runs_dir), aggregate(full_dir)
+    pp = dict(pilot_prompts=per_prompt_results(runs_dir), full_prompts=per_prompt_results(full_dir))
+    tab, summary = validate(pilot, full, target=target, **pp)
+    f3 = lambda x: f"{x:.3f}"
+    cols = config_keys(pilot, full) + ["pilot_call", "pilot_contrast", "pilot_lo", "pilot_hi", "full_call", "full_contrast", "full_direction",
+                                      "correct", "reward_heavy", "call_arm", "gain_vs_trl_default", "gain_vs_trl_default_lo", "gain_vs_trl_default_hi"]
+    print(f"\nvalidation of {target} against full-budget runs:\n" + tab.reindex(columns=cols).to_string(index=False, float_format=f3))
+    print("\n" + "\n".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in summary.items()))
+    if len(tab):
+        print("\nconfusion (rows: pilot call, columns: full-budget call):\n" + confusion_table(tab).to_string())
+        print("\n95% bootstrap intervals over configurations:\n" + bootstrap_validation(tab).to_string(float_format=f3))
+    print(f"\npilot FLOPs / full grid FLOPs: {pilot.flops_total.sum() / full.flops_total.sum():.1%}")
+    keys = ["target", "configurations", "decisive_calls", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
+            "kappa_vs_full_call", "always_high_accuracy", "majority_accuracy", "same_regime_rate"]
+    print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=f3))
+
 # %% ../nbs/20_cli.ipynb #f95002f8
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `race` console script; returns the exit status."
@@ -148,24 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 df = aggregate(args.runs_dir)
                 print(f"wrote {Path(args.runs_dir) / 'results.parquet'}: {len(df)} cells, {(df.status == 'done').sum()} done")
-        elif args.command == "diagnose":
-            from race_nb.race import diagnose_runs, format_regimes, validate, validation_summary
-            from race_nb.grid import aggregate, per_prompt_results
-            print(format_regimes(diagnose_runs(args.runs_dir)))
-            if args.full:
-                pilot, full = aggregate(args.runs_dir), aggregate(args.full)
-                pp = dict(pilot_prompts=per_prompt_results(args.runs_dir), full_prompts=per_prompt_results(args.full))
-                tab, summary = validate(pilot, full, target=args.target, **pp)
-                cols = ["model", "reward", "pilot_call", "pilot_contrast", "pilot_lo", "pilot_hi", "full_call", "full_contrast",
-                        "full_direction", "correct", "reward_heavy", "call_arm", "gain_vs_trl_default", "gain_vs_trl_default_lo",
-                        "gain_vs_trl_default_hi"]
-                print(f"\nvalidation of {args.target} against full-budget runs:\n" + tab.reindex(columns=cols).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-                print("\n" + "\n".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in summary.items()))
-                pf = pilot.flops_total.sum() / full.flops_total.sum()
-                print(f"\npilot FLOPs / full grid FLOPs: {pf:.1%}")
-                keys = ["target", "configurations", "decisive_calls", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
-                        "always_high_accuracy", "same_regime_rate"]
-                print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        elif args.command == "diagnose": _diagnose(args.runs_dir, args.full, args.target)
         elif args.command == "report":
             from race_nb.report import render_report
             index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full)

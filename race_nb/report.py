@@ -133,26 +133,34 @@ def plot_frontiers(results: pd.DataFrame, targets=TARGETS):
     return fig
 
 # %% ../nbs/09_report.ipynb #66841e5d
-def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", recommended: dict | None = None):
-    "Target vs rho per configuration: pilot (hollow) and full-budget (filled) runs; `recommended` maps (model, reward) to the pilot's arm."
+def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id",
+                       recommended: dict | None = None, # configuration (tuple of race.config_keys values) -> the pilot's arm
+                      ):
+    "Target vs rho per configuration: pilot (hollow) and full-budget (filled) runs, the full runs' best arm circled, the pilot's pick crossed."
     import matplotlib.pyplot as plt
+    from race_nb.race import config_keys
+    keys = config_keys(pilot, full)
     fp, ff = frontier_table(pilot, target), frontier_table(full, target)
-    configs = sorted(set(map(tuple, ff[["model", "reward"]].drop_duplicates().to_numpy())))
+    for t, src in ((fp, pilot), (ff, full)):  # a column that varies on one side only is constant on the other
+        for k in keys:
+            if k not in t: t[k] = src[k].iloc[0] if k in src else None
+    configs = sorted(set(map(tuple, ff[keys].drop_duplicates().to_numpy().tolist())), key=lambda c: tuple(map(str, c)))
     if not configs: raise ValueError(f"no finished full-budget cells with {target!r} to plot")
-    cols = min(5, len(configs))
+    cols = min(6, len(configs))
     rows = -(-len(configs) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.4 * rows), squeeze=False, sharey=True)
-    for ax, (m, rw) in zip(axes.flat, configs):
+    sel = lambda t, c: t[np.logical_and.reduce([t[k].astype(str) == str(v) for k, v in zip(keys, c)])]
+    for ax, c in zip(axes.flat, configs):
         for t, style in ((fp, dict(mfc="none", ls="--", color="tab:gray", label="pilot")), (ff, dict(color="tab:blue", label="full"))):
-            g = t[(t.model == m) & (t.reward == rw)].sort_values("rho")
+            g = sel(t, c).sort_values("rho")
             if len(g): ax.errorbar(g.rho, g["mean"], yerr=g.sd.fillna(0), marker="o", ms=4, capsize=2, **style)
-        g = ff[(ff.model == m) & (ff.reward == rw)]
+        g = sel(ff, c)
         b = g[g.best]
         ax.scatter(b.rho, b["mean"], s=150, facecolors="none", edgecolors="black", label="full best")
-        arm = (recommended or {}).get((m, rw))
+        arm = (recommended or {}).get(tuple(c))
         r = g[g.arm == arm] if arm is not None and "arm" in g else g.iloc[:0]
         if len(r): ax.scatter(r.rho, r["mean"], marker="x", s=70, color="tab:red", zorder=5, label="pilot's pick")
-        ax.set_title(f"{m} / {rw}", fontsize=9)
+        ax.set_title(" / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in c), fontsize=9)
     for ax in axes.flat[len(configs):]: ax.axis("off")
     for ax in axes[-1]: ax.set_xlabel("realised rho")
     for ax in axes[:, 0]: ax.set_ylabel(target)
@@ -163,6 +171,25 @@ def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "p
 # %% ../nbs/09_report.ipynb #ab538a77
 def _fmt_ci(v, lo, hi, digits=2) -> str:
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else f"{v:.{digits}f}"
+
+# %% ../nbs/09_report.ipynb #7fffe563
+def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
+    "What the pilot-vs-full validation measured, and its verdict (rule: see the prose above paper_claims)."
+    if not len(vt): return "-", "not enough data (no configuration in both pilot and full runs)"
+    from race_nb.race import bootstrap_validation
+    bv = bootstrap_validation(vt)
+    ci = lambda m: _fmt_ci(bv.loc[m, "value"], bv.loc[m, "lo"], bv.loc[m, "hi"])
+    maj, kappa = s["majority_direction"], "Cohen's kappa, pilot call vs full call"
+    here = (f"{len(vt)} configurations (full directions: {', '.join(f'{n} {d}' for d, n in vt.full_direction.value_counts().items())}); "
+            f"same call {ci('same call as the full runs (rate)')}; accuracy on {s['decisive_calls']} decisive calls {ci('accuracy on decisive calls')}, "
+            f"coverage {ci('coverage (share of decisive pilot calls)')}; kappa vs the full call {ci(kappa)}; "
+            f"always {maj}: {ci(f'baseline: always {maj} (accuracy)')}")
+    if s["shared_seeds"]: return here + f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}", "not enough data (pilot not independent)"
+    if not s["decisive_calls"]: return here, "not enough data (the pilot abstained everywhere)"
+    if vt.full_direction.nunique() < 2: return here, f"not testable (every full-budget direction is {maj}: kappa undefined)"
+    kappa_lo = bv.loc[kappa, "lo"]
+    ok = s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 and kappa_lo > 0
+    return here, "reproduced" if ok else "not reproduced"
 
 # %% ../nbs/09_report.ipynb #1cba6440
 def paper_claims(results: pd.DataFrame, # the grid's results
@@ -209,18 +236,13 @@ def paper_claims(results: pd.DataFrame, # the grid's results
         with warnings.catch_warnings():  # shared seeds are stated in the row below
             warnings.filterwarnings("ignore", message="the pilot and the full-budget runs share")
             vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
-        indep = "" if not s["shared_seeds"] else f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}"
-        add("RACE's pilot names the regime (pass@1, decisive calls)", "same-regime rate 1.0",
-            f"accuracy {s['accuracy_decisive']:.2f} on {s['decisive_calls']} calls, coverage {s['coverage']:.2f}, kappa {s.get('kappa', float('nan')):.2f}{indep}",
-            "not enough data (pilot not independent)" if s["shared_seeds"] else
-            "reproduced" if s["decisive_calls"] and s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 else
-            "not enough data" if not s["decisive_calls"] else "not reproduced")
+        add("RACE's pilot names the regime (pass@1)", "same-regime rate 1.0", *_race_claim(vt, s))
         g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
         pos = int((vt.get("gain_vs_trl_default_lo", pd.Series(dtype=float)) > 0).sum())
         add("no guaranteed held-out gain from the recommended arm", "not guaranteed",
             f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos} of {len(g)} configurations" if len(g) else "-",
             "reproduced" if len(g) and pos < len(g) else "not reproduced" if len(g) else "not enough data")
-    else: add("RACE's pilot names the regime (pass@1, decisive calls)", "same-regime rate 1.0", "-",
+    else: add("RACE's pilot names the regime (pass@1)", "same-regime rate 1.0", "-",
               "not enough data (no full-budget runs: race report RUNS --full FULL)")
     return pd.DataFrame(rows)
 
