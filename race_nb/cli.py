@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                 plan = plan_grid(args.grid, args.prompt_len, args.peak, args.mfu)
                 print(format_plan(plan))
                 print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
-                      f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {args.mfu:.0%} of {args.peak:.3g} FLOP/s (an estimate)")
+                      f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
                 return 0
             if args.grid_command == "run":
                 root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, min_cycles=args.min_cycles,

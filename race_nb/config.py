@@ -12,8 +12,8 @@ from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
 __all__ = ['ARMS', 'DEFAULT_ARM', 'REWARD_SYSTEMS', 'REWARD_KINDS', 'TRAINING_REWARDS', 'MODEL_REWARDS', 'RULE_REWARDS',
-           'TARGETS', 'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind', 'ModelEntry',
-           'is_checkpoint_ref', 'model_entry', 'CellConfig']
+           'REWARD_TASKS', 'TARGETS', 'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind',
+           'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'CellConfig']
 
 # %% ../nbs/00a_config.ipynb #863bd2a4
 @dataclass(frozen=True)
@@ -55,6 +55,19 @@ RULE_REWARDS = tuple(k for k, v in REWARD_SYSTEMS.items() if v == "rule") # thos
 def reward_kind(name: str) -> str:
     "Kind of a reward system: rule, model or eval."
     return REWARD_SYSTEMS[check_choice("reward system", name, tuple(REWARD_SYSTEMS))]
+
+# %% ../nbs/00a_config.ipynb #fe35a03d
+REWARD_TASKS = dict(dense=("arith",)) # reward systems that can score only some tasks -> those tasks (others score every task)
+
+def check_reward_tasks(reward: str, # a reward system
+                       tasks, # tasks of the text it would score (training and evaluation data)
+                      ) -> None:
+    "Raise, before anything runs, when `reward` cannot score text of one of `tasks`: what is wrong and what to use instead."
+    allowed = REWARD_TASKS.get(reward)
+    bad = sorted(set(tasks) - set(allowed)) if allowed else []
+    if bad: raise ValueError(f"{reward} cannot score {', '.join(bad)} text: its step credit needs steps it can verify (the arithmetic "
+                             f"chains' a+b=c lines); policy text on {', '.join(bad)} has none, so {reward} would equal sparse there. "
+                             "Use sparse, structured or a PRM on that data (grids/paper.yaml says why)")
 
 # %% ../nbs/00a_config.ipynb #59e61d04
 TARGETS = ("native_reward", "pass1_id", "pass1_ood", "judge") # what every cell is evaluated on

@@ -10,10 +10,10 @@ from pathlib import Path
 from .core import check_positive, check_choice
 
 # %% auto #0
-__all__ = ['ARITH_SPECS', 'ARITH_SIZES', 'MATH_TASKS', 'TURN_MARKERS', 'HUB_DATASETS', 'DATASET_SPLITS', 'ROW_PARSERS',
-           'ChainSpec', 'solve_chain', 'chain_text', 'chain_prompt', 'parse_chain_prompt', 'arith_records',
-           'teacher_solution', 'last_boxed', 'extract_answer', 'end_of_turn', 'grade', 'load_records', 'task_of',
-           'load_spec', 'gold_check']
+__all__ = ['ARITH_SPECS', 'ARITH_SIZES', 'ANSWER_LIKE', 'MATH_TASKS', 'TURN_MARKERS', 'HUB_DATASETS', 'DATASET_SPLITS',
+           'ROW_PARSERS', 'ChainSpec', 'solve_chain', 'chain_text', 'chain_prompt', 'parse_chain_prompt',
+           'arith_records', 'teacher_solution', 'last_boxed', 'extract_answer', 'end_of_turn', 'grade', 'load_records',
+           'task_of', 'load_spec', 'gold_check']
 
 # %% ../nbs/02_data.ipynb #ff65a51f
 @dataclass(frozen=True)
@@ -133,16 +133,27 @@ def last_boxed(text: str) -> str | None:
     return None
 
 # %% ../nbs/02_data.ipynb #42c72c38
+ANSWER_LIKE = re.compile(r"\$?\s*-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?\s*%?\.?") # 72, -3, 1,024, 0.5, 3/4, $18, 25%
+
+def _hash_answer(text: str, anywhere: bool) -> str | None:
+    "The value after a `####` marker: after the last one anywhere (arith), or on the last line when it looks like an answer (math)."
+    if "####" not in text: return None
+    if anywhere: return text.rsplit("####", 1)[1].strip().split("\n")[0].strip().replace(",", "") or None
+    last = next((l.strip() for l in reversed(text.split("\n")) if l.strip()), "")
+    value = last[4:].strip() if last.startswith("####") else ""
+    return value.replace(",", "").replace("$", "").rstrip(".").strip() if ANSWER_LIKE.fullmatch(value) else None
+
+# %% ../nbs/02_data.ipynb #0ea26a5b
 def extract_answer(text: str, # a solution or completion
                    fallback: bool = False, # use the last number when there is no marker
+                   task: str | None = None, # "arith": `####` anywhere (the chains' format); else math text rules
                   ) -> str | None:
-    "The final answer of `text` (`####`, then `\\boxed{}`, then optionally the last number); None when absent."
+    "The final answer of `text`: the last `\\boxed{}`, else the `####` value (by the task's rule), else optionally the last number; None when absent."
     if not isinstance(text, str): return None
-    if "####" in text:
-        ans = text.rsplit("####", 1)[1].strip().split("\n")[0].strip()
-        return ans.replace(",", "") or None
     boxed = last_boxed(text)
     if boxed is not None: return boxed.strip()
+    marked = _hash_answer(text, anywhere=task == "arith")
+    if marked is not None: return marked
     if fallback:
         nums = re.findall(r"-?\d[\d,]*(?:\.\d+)?", text)
         if nums: return nums[-1].replace(",", "")
@@ -164,7 +175,7 @@ def grade(completion: str, # model output or gold solution
          ) -> bool:
     "True when the completion's final answer (within its own turn) equals `answer`."
     check_choice("task", task, ("arith",) + MATH_TASKS)
-    pred = extract_answer(end_of_turn(completion)) if isinstance(completion, str) else None
+    pred = extract_answer(end_of_turn(completion), task=task) if isinstance(completion, str) else None
     if task == "arith":
         return pred is not None and re.fullmatch(r"-?\d+", pred) is not None and int(pred) == int(answer)
     from math_verify import parse, verify

@@ -14,7 +14,7 @@ from .core import atomic_path, check_positive, check_choice, shipped_path
 # %% auto #0
 __all__ = ['ATTN', 'MLP', 'LINEARS', 'REQUIRED_FIELDS', 'SUPPORTED_MODEL_TYPES', 'CHECKS', 'TINY_CHECK_CONFIGS', 'COMPONENTS',
            'BUDGET_COMPONENTS', 'EVENT_COLUMNS', 'shipped_configs', 'load_config', 'check_architecture', 'LoraSpec',
-           'ModelFlops', 'per_token_table', 'count_flops', 'validate_flops', 'FlopsLedger']
+           'ModelFlops', 'per_token_table', 'flop_counter', 'count_flops', 'validate_flops', 'FlopsLedger']
 
 # %% ../nbs/01_flops.ipynb #abfdfb4d
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -315,15 +315,19 @@ def per_token_table(names=("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-
     return pd.DataFrame(rows).set_index("model")
 
 # %% ../nbs/01_flops.ipynb #76a9b377
-def _inplace_addmm_flop(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    "FLOPs of `acc.addmm_(a, b)`: the product only, as FlopCounterMode counts `addmm`."
+def _addmm_flop(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    "FLOPs of addmm in every form trl uses (`addmm`, in-place `addmm_`, `addmm(..., out_dtype=, out=)`): the product, 2 x M x K x N."
     return 2 * a_shape[0] * a_shape[1] * b_shape[1]
 
-def count_flops(fn, *args, **kwargs) -> tuple:
-    "Run `fn(*args, **kwargs)` under `FlopCounterMode` (in-place `addmm_` counted too); return (result, FLOPs counted)."
+def flop_counter(display: bool = False): # print FlopCounterMode's table on exit
+    "The project's FlopCounterMode, which every check uses: torch's formulas, with addmm counted in all of trl's forms."
     import torch
     from torch.utils.flop_counter import FlopCounterMode
-    with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.addmm_: _inplace_addmm_flop}) as fc: out = fn(*args, **kwargs)
+    return FlopCounterMode(display=display, custom_mapping={torch.ops.aten.addmm: _addmm_flop, torch.ops.aten.addmm_: _addmm_flop})
+
+def count_flops(fn, *args, **kwargs) -> tuple:
+    "Run `fn(*args, **kwargs)` under `flop_counter()`; return (result, FLOPs counted)."
+    with flop_counter() as fc: out = fn(*args, **kwargs)
     return out, float(fc.get_total_flops())
 
 # %% ../nbs/01_flops.ipynb #65432761

@@ -10,15 +10,15 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 from .core import atomic_path, check_positive, project_root, write_atomic
-from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, CellConfig, is_checkpoint_ref
+from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'STATUSES', 'TEMPLATE', 'METRIC_COLUMNS', 'GridError', 'load_grid', 'cell_id',
-           'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status', 'cell_done',
-           'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status', 'aggregate',
-           'per_prompt_results']
+           'measured_rate', 'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status',
+           'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status',
+           'aggregate', 'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "fixed", "axes", "budgets", "seeds")
@@ -128,6 +128,7 @@ def _resolve(g: dict, fail) -> list[dict]:
         try:
             cfg = CellConfig.from_dict(d)
             arm = cfg.resolved_arm()
+            check_reward_tasks(cfg.reward, {cfg.train_data.partition(":")[0], cfg.eval_id.partition(":")[0]})
         except ValueError as e:
             fail("axes", str(e))
         cfg.arm, cfg.target_rho = arm.name, None
@@ -137,17 +138,32 @@ def _resolve(g: dict, fail) -> list[dict]:
     if len(set(ids)) != len(ids): fail("axes", "two cells resolve to the same parameters (duplicate axis values?)")
     return cells
 
+# %% ../nbs/07_grid.ipynb #2e35ea9f
+def measured_rate(path=None, # a bench/gpu_check.py JSON (default: the project's bench/gpu_check.json, or RACE_GPU_CHECK)
+                 ) -> dict | None:
+    "The sustained FLOP/s that `bench/gpu_check.py` measured at the paper grid's 7B shape on a GPU (None when no GPU run is on file)."
+    p = Path(path or os.environ.get("RACE_GPU_CHECK") or project_root() / "bench" / "gpu_check.json")
+    if not p.exists(): return None
+    try: d = json.loads(p.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{p}: not a gpu_check JSON ({e}); rerun make gpu-check or delete it") from None
+    big = d.get("big_cycle") or {}
+    if d.get("smoke", True) or not big.get("flops_per_s"): return None  # a CPU rehearsal measures nothing about a GPU
+    return dict(flops_per_s=float(big["flops_per_s"]), device=d.get("device", "?"), shape=big.get("shape", "?"), source=str(p))
+
 # %% ../nbs/07_grid.ipynb #1c166060
 def plan_grid(grid, # grid YAML path or a `load_grid` result
               prompt_len: int | None = None, # padded prompt tokens (None: 16 for arith, 256 otherwise)
               peak: float = 989e12, # accelerator peak FLOP/s (default: H100 SXM, bf16 dense)
-              mfu: float = 0.25, # sustained fraction of the peak assumed for the time estimate
+              mfu: float = 0.25, # sustained fraction of the peak assumed for the time estimate (when no rate is measured)
+              rate: dict | None = None, # a `measured_rate()`; default: the one on file, if any
              ) -> "pd.DataFrame":
     "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens) and an estimated GPU time."
     import pandas as pd
     from race_nb.grpo import arm_flops, policy_flops, reward_model_flops
     g = load_grid(grid) if not isinstance(grid, dict) else grid
     rows, cache = [], {}
+    rate = rate if rate is not None else measured_rate()
+    flops_per_s = rate["flops_per_s"] if rate else peak * mfu
     for c in g["cells"]:
         cfg = CellConfig.from_dict(c["params"])
         arm, P = cfg.resolved_arm(), prompt_len or (16 if cfg.train_data.startswith("arith") else 256)
@@ -159,8 +175,11 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
                          cycle_flops=per_cycle, cycles=cycles, optimizer_steps=cycles * arm.mu,
                          rollouts=cycles * cfg.prompts_per_step * arm.n, generated_tokens=cycles * cfg.prompts_per_step * arm.n * cfg.max_completion_length,
                          trained_tokens=cycles * arm.mu * cfg.prompts_per_step * arm.m * (P + cfg.max_completion_length),
-                         rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / (peak * mfu) / 3600))
-    return pd.DataFrame(rows)
+                         rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / flops_per_s / 3600))
+    out = pd.DataFrame(rows)
+    out.attrs["rate"] = (f"the measured {flops_per_s:.3g} FLOP/s ({rate['device']}, {rate['shape']}; {rate['source']})" if rate else
+                         f"an ASSUMED {mfu:.0%} of {peak:.3g} FLOP/s: no GPU rate measured yet (run make gpu-check on a GPU)")
+    return out
 
 # %% ../nbs/07_grid.ipynb #295c4f71
 def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from .core import check_positive, check_choice
+from .core import atomic_path, check_positive, check_choice
 from .config import Arm, ARMS, MODEL_REWARDS, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` m
 __all__ = ['logger', 'PEAK_FLOPS', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho',
            'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'peak_flops_of', 'charge_reward_model',
            'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
-           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+           'vllm_stops', 'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -486,6 +486,36 @@ def load_cell_policy(cfg: CellConfig) -> tuple:
     attn = cfg.attn_implementation or ("eager" if device == "cpu" else None)
     return load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, attn_implementation=attn, device=device)
 
+# %% ../nbs/05_grpo.ipynb #54a0b0e0
+def _local_checkpoint(model_path) -> Path | None:
+    "The local folder a cell's policy loads from (None for a hub id or a registered tiny policy)."
+    if model_path is None: return None
+    if str(model_path).startswith("toy:"):
+        from race_nb.toy import toy_checkpoint
+        return toy_checkpoint(str(model_path)[4:])
+    p = Path(model_path).expanduser()
+    return p if p.is_dir() else None
+
+# %% ../nbs/05_grpo.ipynb #2b0ab736
+def vllm_stops(args: GRPOConfig, # the cell's trl config (use_vllm)
+               tok, model, # the loaded policy
+               folder=None, # the local checkpoint vLLM will load (its generation_config.json gets the ids too)
+              ) -> list[int]:
+    "Make trl's vLLM generation stop where `generate` does: every stop id into `generation_kwargs` (SamplingParams) and the local generation_config.json."
+    from race_nb.models import stop_token_ids
+    ids = stop_token_ids(tok, model)
+    args.generation_kwargs = {**(args.generation_kwargs or {}), "stop_token_ids": ids}
+    if folder is not None and Path(folder).is_dir():
+        from transformers import GenerationConfig
+        f = Path(folder) / "generation_config.json"
+        gc = GenerationConfig.from_pretrained(folder) if f.exists() else GenerationConfig()
+        have = gc.eos_token_id if isinstance(gc.eos_token_id, list) else [gc.eos_token_id] if gc.eos_token_id is not None else []
+        if not set(ids) <= set(have):
+            gc.eos_token_id = sorted(set(have) | set(ids))
+            with atomic_path(f) as tmp: gc.to_json_file(tmp)
+            logger.warning("%s: eos_token_id %s -> %s, so that vLLM stops at every stop id of the tokenizer", f, have, gc.eos_token_id)
+    return ids
+
 # %% ../nbs/05_grpo.ipynb #1f11a1df
 def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     "The keyword arguments of trl's GRPOTrainer for a cell (policy, LoRA, reward, dataset, config); `arm` overrides the cell's."
@@ -507,6 +537,7 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     reward.check_tasks({task_of(cfg.train_data), task_of(cfg.eval_id)})
     torch.manual_seed(cfg.seed)
     model, tok = load_cell_policy(cfg)
+    if cfg.use_vllm: vllm_stops(args, tok, model, _local_checkpoint(cfg.model_path))
     recs = load_spec(cfg.train_data, cfg.data_dir)
     ds = Dataset.from_list([dict(prompt=format_prompt(cfg.model, tok, r["prompt"]), question=r["prompt"], answer=r["answer"], task=r["task"])
                             for r in recs])
@@ -529,9 +560,8 @@ def count_by_component(trainer: LedgerGRPOTrainer, # a trainer about to train
                        fn=None, # what to run (default: trainer.train)
                       ) -> tuple:
     "Run `fn` under FlopCounterMode; return (its result, counted FLOPs per component): generation is search, reward functions reward, the rest learning."
-    from torch.utils.flop_counter import FlopCounterMode
-    from race_nb.flops import _inplace_addmm_flop
-    fc = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.addmm_: _inplace_addmm_flop})
+    from race_nb.flops import flop_counter
+    fc = flop_counter()
     parts = dict(search=0.0, reward=0.0)
     def wrap(name, part):
         orig = getattr(trainer, name)

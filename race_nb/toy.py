@@ -10,8 +10,8 @@ from pathlib import Path
 from .core import check_choice
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'QWEN25_CHAT_TEMPLATE', 'TOY_SPECS', 'TOY_VOCAB', 'TOY_VERSION', 'ToySpec', 'toy_data_available',
-           'train_toy_tokenizer', 'toy_checkpoint']
+__all__ = ['SPECIAL_TOKENS', 'QWEN25_CHAT_TEMPLATE', 'TOY_SPECS', 'TOY_VOCAB', 'TOY_VERSION', 'PRM_AUTO_MAP', 'ToySpec',
+           'toy_data_available', 'train_toy_tokenizer', 'save_process_reward_model', 'toy_checkpoint']
 
 # %% ../nbs/03b_toy.ipynb #3c434696
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>")
@@ -25,7 +25,7 @@ QWEN25_CHAT_TEMPLATE = (
 @dataclass(frozen=True)
 class ToySpec:
     "Shape and interface of one toy checkpoint."
-    arch: str # Qwen2ForCausalLM, Qwen2ForTokenClassification or Qwen2ForSequenceClassification
+    arch: str # Qwen2ForCausalLM, Qwen2ForTokenClassification, Qwen2ForSequenceClassification or Qwen2ForProcessRewardModel
     hidden_size: int
     num_hidden_layers: int
     num_attention_heads: int
@@ -42,6 +42,7 @@ TOY_SPECS = {
     "prm": ToySpec("Qwen2ForTokenClassification", 64, 2, 4, 1, 256, False, 2, seed=4),
     "proxy-prm": ToySpec("Qwen2ForTokenClassification", 32, 1, 2, 1, 96, False, 2, seed=5),
     "judge": ToySpec("Qwen2ForSequenceClassification", 48, 2, 3, 1, 192, False, 1, seed=6),
+    "qwen-prm": ToySpec("Qwen2ForProcessRewardModel", 64, 2, 4, 1, 256, False, 2, seed=7), # Qwen2.5-Math-PRM-7B's own format
 }
 TOY_VOCAB = 2048 # BPE vocabulary size (special tokens included)
 TOY_VERSION = 1 # bump when the builder changes
@@ -91,6 +92,30 @@ def _config(spec: ToySpec, tok) -> dict:
     if spec.num_labels: c["num_labels"] = spec.num_labels
     return c
 
+# %% ../nbs/03b_toy.ipynb #274ee731
+PRM_AUTO_MAP = {"AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"} # Qwen2.5-Math-PRM-7B's config.json: remote code it does not ship here
+
+def save_process_reward_model(config, # a transformers Qwen2Config (hidden size, layers, vocabulary, ...)
+                              out, # folder to write
+                              num_labels: int = 2, # outputs of the score head (Qwen2.5-Math-PRM: 2)
+                              dtype=None, device: str = "cpu", seed: int = 0,
+                             ) -> Path:
+    "Write a randomly initialised checkpoint in Qwen2.5-Math-PRM-7B's exact format: `model.*` decoder and `score.0.*` / `score.2.*` head weights, its config (architectures, auto_map) and no modeling file."
+    import torch
+    from safetensors.torch import save_file
+    from transformers import Qwen2Model
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        decoder, h = Qwen2Model(config), config.hidden_size
+        head = torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, num_labels))
+    sd = {f"model.{k}": v for k, v in decoder.state_dict().items()} | {f"score.{k}": v for k, v in head.state_dict().items()}
+    save_file({k: (v.to(dtype) if dtype else v).contiguous().cpu() for k, v in sd.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
+    c = config.to_dict() | dict(architectures=["Qwen2ForProcessRewardModel"], auto_map=PRM_AUTO_MAP, num_labels=num_labels)
+    for k in ("id2label", "label2id"): c.pop(k, None)
+    (out / "config.json").write_text(json.dumps(c, indent=2, default=str))
+    return out
+
 # %% ../nbs/03b_toy.ipynb #9001852d
 def _build(name: str, out: Path, data_dir) -> None:
     "Write the toy checkpoint `name` (weights, config, tokenizer, generation config) into `out`."
@@ -98,10 +123,11 @@ def _build(name: str, out: Path, data_dir) -> None:
     from transformers import AutoConfig, GenerationConfig
     spec = TOY_SPECS[name]
     tok = _tokenizer(data_dir)
-    cfg = AutoConfig.for_model(**_config(spec, tok))
-    torch.manual_seed(spec.seed)
-    model = getattr(transformers, spec.arch)(cfg)
-    model.save_pretrained(out)
+    cfg = AutoConfig.for_model(**{k: v for k, v in _config(spec, tok).items() if not (k == "architectures" and "ProcessReward" in spec.arch)})
+    if spec.arch == "Qwen2ForProcessRewardModel": save_process_reward_model(cfg, out, spec.num_labels, seed=spec.seed)
+    else:
+        torch.manual_seed(spec.seed)
+        getattr(transformers, spec.arch)(cfg).save_pretrained(out)
     tok.save_pretrained(out)
     if spec.arch.endswith("CausalLM"):  # a base model's generation config: it names <|endoftext|> only
         GenerationConfig(bos_token_id=cfg.eos_token_id, eos_token_id=cfg.eos_token_id, pad_token_id=cfg.eos_token_id).save_pretrained(out)

@@ -8,6 +8,7 @@ import math, re, time
 from ..core import check_choice
 from ..config import REWARD_SYSTEMS
 from ..data import end_of_turn, extract_answer, grade, parse_chain_prompt
+from ..config import check_reward_tasks
 
 # %% auto #0
 __all__ = ['REGISTRY', 'STEP_RE', 'AGGREGATIONS', 'STRUCTURED_WEIGHTS', 'CALC_RE', 'completion_text', 'Reward', 'register',
@@ -158,7 +159,7 @@ class StructuredReward(Reward):
         steps, ans_line, after = split_steps(completion)
         marker = "####" if task == "arith" or "\\boxed" not in completion else "\\boxed"
         has_steps = any(STEP_RE.fullmatch(s.strip()) for s in steps) if task == "arith" else len(steps) > 0
-        ans = extract_answer(completion)
+        ans = extract_answer(completion, task=task)
         readable = ans is not None and (task != "arith" or re.fullmatch(r"-?\d+", ans) is not None)
         one = readable and completion.count(marker) == 1
         clean = one and (not after.strip() if marker == "####" else not completion.rsplit("}", 1)[-1].strip(" .$\n"))
@@ -199,6 +200,10 @@ class DenseReward(Reward):
         if not 0 <= step_weight <= 1: raise ValueError(f"step_weight must be in [0, 1], got {step_weight}")
         self.step_weight = step_weight
 
+    def check_tasks(self, tasks) -> None:
+        "Raise before training on a task whose text has no steps this reward can verify (`config.check_reward_tasks`)."
+        check_reward_tasks(self.name, tasks)
+
     def score(self, prompt, completion, answer, task):
         correct = float(grade(completion, answer, task))
         if task == "arith":
@@ -206,7 +211,7 @@ class DenseReward(Reward):
             try: labels, expected = arith_step_labels(prompt, completion)[0], len(parse_chain_prompt(prompt)[1])
             except ValueError: return correct  # not a chain prompt: final answer only
         else:
-            if extract_answer(completion) is None: return 0.0
+            if extract_answer(completion, task=task) is None: return 0.0
             labels = calc_annotation_labels(completion)
             expected = len(labels)
             if not labels: return correct

@@ -8,15 +8,16 @@ import random, time
 from pathlib import Path
 import torch
 from fastcore.basics import patch
-from ..core import check_choice
+from ..core import check_choice, check_positive
 from ..data import arith_records, extract_answer, parse_chain_prompt, solve_chain, chain_text
 from ..flops import ModelFlops
 from ..models import ALPHABET, WarmStartConfig, warm_start, load_tokenizer, resolve_weights, is_offline
 from .core import Reward, aggregate, arith_step_labels, register, AGGREGATIONS
 
 # %% auto #0
-__all__ = ['SCORER_RECIPES', 'NO_WORK', 'check_scorer_tasks', 'TinyStepScorer', 'ModelReward', 'tiny_scorer', 'tiny_artifacts',
-           'train_tiny', 'HFScorer', 'hf_scorer', 'prm', 'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy',
+__all__ = ['SCORER_RECIPES', 'NO_WORK', 'PRM_HEAD', 'check_scorer_tasks', 'TinyStepScorer', 'ModelReward', 'tiny_scorer',
+           'tiny_artifacts', 'train_tiny', 'Qwen2ProcessRewardModel', 'load_process_reward_model', 'HFScorer',
+           'bounded_score', 'hf_scorer', 'prm', 'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy',
            'one_wrong_step', 'chain_preference', 'save_tiny_hf_prm']
 
 # %% ../../nbs/04_rewards.prm.ipynb #56d5b618
@@ -113,9 +114,10 @@ class ModelReward(Reward):
         "Raise before training when the scorer cannot read one of `tasks`."
         self.scorer.check_tasks(tasks, self.name)
 
-    def step_scores(self, prompts, completions) -> list:
-        "Per-line scores (None when unscorable or without a final answer), charging the ledger."
-        keep = [i for i, c in enumerate(completions) if not self.require_answer or extract_answer(c) is not None]
+    def step_scores(self, prompts, completions, tasks=None) -> list:
+        "Per-line scores (None when unscorable or without a final answer by its task's rule), charging the ledger."
+        tasks = tasks or [None] * len(completions)
+        keep = [i for i, (c, t) in enumerate(zip(completions, tasks)) if not self.require_answer or extract_answer(c, task=t) is not None]
         t0 = time.perf_counter()
         scores, work = self.scorer.score([prompts[i] for i in keep], [completions[i] for i in keep])
         if self.ledger is not None and keep:
@@ -129,7 +131,7 @@ class ModelReward(Reward):
     def score_batch(self, prompts, completions, answers, tasks, step=0):
         self.step = step
         out = []
-        for p, s, t in zip(prompts, self.step_scores(prompts, completions), tasks):
+        for p, s, t in zip(prompts, self.step_scores(prompts, completions, tasks), tasks):
             if s is None: out.append(0.0); continue
             expected = None
             if t == "arith":
@@ -177,13 +179,83 @@ def train_tiny(names=None, # labels of `tiny_artifacts` (default: all)
         out[label] = path
     return out
 
+# %% ../../nbs/04_rewards.prm.ipynb #ae3ad13e
+PRM_HEAD = ("score.0.weight", "score.0.bias", "score.2.weight", "score.2.bias") # Qwen2.5-Math-PRM's two-layer score head
+
+class Qwen2ProcessRewardModel(torch.nn.Module):
+    "Qwen2.5-Math-PRM's architecture without its remote code: transformers' Qwen2 decoder and a Linear-ReLU-Linear score head at every position."
+    def __init__(self, decoder, head):
+        super().__init__()
+        self.model, self.score, self.config = decoder, head, decoder.config
+
+    @property
+    def device(self): return next(self.parameters()).device
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        return (self.score(self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)[0]),)
+
+# %% ../../nbs/04_rewards.prm.ipynb #50ca7508
+def _tensors(folder: Path, names) -> dict:
+    "The named tensors of a local safetensors checkpoint (one file or shards with an index), reading only the files that hold them."
+    from safetensors import safe_open
+    index = folder / "model.safetensors.index.json"
+    import json
+    where = (json.loads(index.read_text())["weight_map"] if index.exists() else
+             {k: "model.safetensors" for k in _weight_names(folder)})
+    out = {}
+    for n in names:
+        if n in where:
+            with safe_open(str(folder / where[n]), "pt") as f: out[n] = f.get_tensor(n)
+    return out
+
+def _weight_names(folder: Path) -> list[str]:
+    "Every weight name of a local safetensors checkpoint."
+    from safetensors import safe_open
+    import json
+    index = folder / "model.safetensors.index.json"
+    if index.exists(): return sorted(json.loads(index.read_text())["weight_map"])
+    if not (folder / "model.safetensors").exists(): raise FileNotFoundError(f"no safetensors weights in {folder}")
+    with safe_open(str(folder / "model.safetensors"), "pt") as f: return sorted(f.keys())
+
+# %% ../../nbs/04_rewards.prm.ipynb #78f702a8
+def load_process_reward_model(source, # local folder (or, online, hub id) of a Qwen2ForProcessRewardModel checkpoint
+                              dtype=None, # torch dtype
+                              attn_implementation: str | None = None,
+                             ) -> Qwen2ProcessRewardModel:
+    "A Qwen2.5-Math-PRM-format checkpoint loaded natively; a checkpoint whose score head cannot be identified is refused, naming its weights."
+    import logging as _logging
+    from transformers import AutoConfig, Qwen2Model
+    folder = Path(source)
+    if not folder.exists():
+        from huggingface_hub import snapshot_download
+        folder = Path(snapshot_download(str(source), allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"]))
+    cfg = AutoConfig.from_pretrained(folder)  # model_type qwen2: no remote code needed for the config
+    arch, names = " ".join(cfg.architectures or []), _weight_names(folder)
+    head = _tensors(folder, PRM_HEAD)
+    h = cfg.hidden_size
+    if (set(head) != set(PRM_HEAD) or cfg.model_type != "qwen2" or tuple(head["score.0.weight"].shape) != (h, h)
+            or head["score.2.weight"].shape[1] != h):
+        shown = [n for n in names if not n.startswith("model.layers.")][:12]
+        raise ValueError(f"{source}: cannot identify a Qwen2.5-Math-PRM score head in a {arch} checkpoint (model_type {cfg.model_type}): "
+                         f"expected {', '.join(PRM_HEAD)} with shapes ({h}, {h}) / (labels, {h}); its weights include {shown}. "
+                         "Pass trust_remote_code=True to use the checkpoint's own modeling file")
+    kw = dict(attn_implementation=attn_implementation) if attn_implementation else {}
+    tf_log = _logging.getLogger("transformers.modeling_utils")
+    old = tf_log.level; tf_log.setLevel(_logging.ERROR)  # the score.* weights are "unexpected" for the bare decoder: they are loaded below
+    try: decoder = Qwen2Model.from_pretrained(folder, dtype=dtype, **kw)
+    finally: tf_log.setLevel(old)
+    labels = head["score.2.weight"].shape[0]
+    mlp = torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, labels))
+    mlp.load_state_dict({k[len("score."):]: v for k, v in head.items()})
+    return Qwen2ProcessRewardModel(decoder, mlp.to(decoder.dtype)).eval()
+
 # %% ../../nbs/04_rewards.prm.ipynb #1a51ecf9
-def _scorer_class(arch: str):
-    "transformers auto class and interface (step / outcome) for a reward checkpoint's architecture."
+def _scorer_class(arch: str, trust_remote_code: bool = False):
+    "How to load a reward checkpoint of architecture `arch` (a transformers auto class, or \"native-prm\") and its interface (step / outcome)."
     from transformers import AutoModel, AutoModelForSequenceClassification, AutoModelForTokenClassification
     if "SequenceClassification" in arch: return AutoModelForSequenceClassification, "outcome"
     if "TokenClassification" in arch: return AutoModelForTokenClassification, "step"
-    if "ProcessRewardModel" in arch: return AutoModel, "step"
+    if "ProcessRewardModel" in arch: return (AutoModel if trust_remote_code else "native-prm"), "step"
     raise ValueError(f"cannot use a {arch or 'model without architectures'} checkpoint as a reward model: "
                      "need a token-classification / process-reward (step PRM) or sequence-classification (outcome judge) head")
 
@@ -194,6 +266,17 @@ def _micro_batches(lens: list[int], max_tokens: int) -> list[list[int]]:
         if cur and (len(cur) + 1) * lens[i] > max_tokens: out.append(cur); cur = []
         cur.append(i)
     return out + ([cur] if cur else [])
+
+# %% ../../nbs/04_rewards.prm.ipynb #81013463
+def _load_scorer(cls, source, arch: str, trust_remote_code: bool, dtype, attn_implementation):
+    "Load a reward checkpoint by `_scorer_class`'s choice; refuse one whose head weights are missing (transformers would initialise them at random)."
+    kw = dict(attn_implementation=attn_implementation) if attn_implementation else {}
+    if cls == "native-prm": return load_process_reward_model(source, dtype, attn_implementation)
+    model, info = cls.from_pretrained(source, trust_remote_code=trust_remote_code, dtype=dtype, output_loading_info=True, **kw)
+    if info.get("missing_keys"):
+        raise ValueError(f"{source}: its {arch} checkpoint lacks the weights {sorted(info['missing_keys'])[:8]}: transformers would "
+                         "initialise that head at random and every score would be noise; use a checkpoint trained with this head")
+    return model
 
 # %% ../../nbs/04_rewards.prm.ipynb #1eee0cdf
 class HFScorer:
@@ -206,17 +289,19 @@ class HFScorer:
                  device: str | None = None, # None: cuda when available, else cpu (the policy's device)
                  attn_implementation: str | None = None, # None: transformers' default (sdpa); "eager" to check FLOPs
                  max_batch_tokens: int = 16384, # padded tokens per forward
+                 logit_scale: float = 1.0, # outcome judges with one logit: the logit that scores 0.75 (see `bounded_score`)
                 ):
         from transformers import AutoConfig, AutoTokenizer
         from race_nb.models import default_device, torch_dtype
         if not Path(source).exists() and is_offline():
             raise RuntimeError(f"HF_HUB_OFFLINE=1: cannot download {source}; pass path= a local copy of the reward model")
         cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        cls, self.interface = _scorer_class(" ".join(cfg.architectures or []))
+        arch = " ".join(cfg.architectures or [])
+        cls, self.interface = _scorer_class(arch, trust_remote_code)
         self.device = device or default_device()
-        kw = dict(attn_implementation=attn_implementation) if attn_implementation else {}
-        self.model = cls.from_pretrained(source, trust_remote_code=trust_remote_code, dtype=torch_dtype(dtype, self.device), **kw)
+        self.model = _load_scorer(cls, source, arch, trust_remote_code, torch_dtype(dtype, self.device), attn_implementation)
         self.model.to(self.device).eval()
+        self.logit_scale = check_positive("logit_scale", logit_scale)
         self.tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
         self.tok.padding_side = "right"
         if self.tok.pad_token_id is None: self.tok.pad_token = self.tok.eos_token
@@ -243,6 +328,27 @@ class HFScorer:
             return self.tok.apply_chat_template(msgs, tokenize=False)
         return question + "\n" + body
 
+# %% ../../nbs/04_rewards.prm.ipynb #e6276f6e
+def bounded_score(logit: torch.Tensor, # an outcome judge's logit (or log-odds of a two-label head)
+                  scale: float = 1.0, # the logit that scores 0.75
+                 ) -> torch.Tensor:
+    "A judge's score in (0, 1) that does not saturate: 1/2 + z / (2 (1 + |z|)) with z = logit / scale (softsign)."
+    z = logit / scale
+    return 0.5 + 0.5 * z / (1 + z.abs())
+
+# %% ../../nbs/04_rewards.prm.ipynb #481a17fb
+@patch
+def _check_logits(self: HFScorer, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    "The head's output, refused when its shape is not the interface's ([batch, tokens, labels] for a step PRM, [batch, labels] for a judge) or when it is not finite."
+    want = (ids.shape[0], ids.shape[1]) if self.interface == "step" else (ids.shape[0],)
+    if tuple(logits.shape[:len(want)]) != want or logits.dim() != len(want) + 1 or logits.shape[-1] not in ((1, 2) if self.interface == "outcome" else (2,)):
+        raise ValueError(f"{self.source}: its {type(self.model).__name__} returned logits of shape {tuple(logits.shape)} for input {tuple(ids.shape)}; "
+                         f"a {self.interface} reward model must return {'[batch, tokens, 2]' if self.interface == 'step' else '[batch, 1 or 2]'}")
+    if not torch.isfinite(logits).all():
+        raise ValueError(f"{self.source}: non-finite reward-model outputs ({int((~torch.isfinite(logits)).sum())} of {logits.numel()}); "
+                         "check the checkpoint's weights and dtype (bf16 overflow?)")
+    return logits
+
 # %% ../../nbs/04_rewards.prm.ipynb #39240cf3
 @patch
 @torch.no_grad()
@@ -256,12 +362,12 @@ def score(self: HFScorer, prompts: list[str], # raw questions
     ids = self.tok([texts[i] for i in todo], add_special_tokens=False)["input_ids"]
     for group in _micro_batches([len(x) for x in ids], self.max_batch_tokens):
         enc = self.tok.pad({"input_ids": [ids[g] for g in group]}, return_tensors="pt").to(self.device)
-        logits = self.model(**enc)[0].float()
+        logits = self._check_logits(self.model(**enc)[0].float(), enc["input_ids"])
         if self.interface == "step":
             probs = torch.softmax(logits, -1)[..., 1]
             for row, g in enumerate(group): out[todo[g]] = probs[row][enc["input_ids"][row] == self.sep_id].tolist()
         else:
-            s = torch.sigmoid(logits[:, 0]) if logits.shape[-1] == 1 else torch.softmax(logits, -1)[:, 1]
+            s = bounded_score(logits[:, 0] if logits.shape[-1] == 1 else logits[:, 1] - logits[:, 0], self.logit_scale)
             for row, g in enumerate(group): out[todo[g]] = [float(s[row])]
         w = _work(self.flops, enc["attention_mask"].sum(1).tolist(), enc["input_ids"].shape[1])
         work = {k: work[k] + w[k] for k in work}
