@@ -125,3 +125,32 @@ def test_gpu_check_smoke(tmp_path):
     assert d["estimated_seconds_h200"] < 300  # the GPU run fits its 5-minute bound by its own estimate
     from race_nb.grid import measured_rate
     assert measured_rate(out) is None  # a CPU rehearsal never stands in for a GPU rate in `race grid plan`
+
+
+QWEN_STYLE = {  # completions written the way Qwen2.5-Instruct writes: markdown headings, LaTeX, \boxed{}, a run-on next turn
+    "headings and boxed": "#### Step 1: Count\nShe has $3 + 4 = 7$ apples.\n\n#### Step 2: Answer\nSo she has $\\boxed{7}$ apples.",
+    "heading, no answer": "#### Step 2: Add them\nShe has $3 + 4 = 7$ apples.",
+    "run-on turn": "She has $\\boxed{7}$ apples.<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n#### 8",
+    "wrong boxed": "#### Step 1\n$3 + 4 = 8$.\n\nThe answer is $\\boxed{8}$.",
+    "gsm8k marker": "She has 3 + 4 = 7 apples.\n#### 7",
+}
+
+
+def test_every_reward_system_on_qwen_style_text(data_dir):
+    "Each reward system on policy text as Qwen2.5 writes it: graded on the boxed answer (never on a heading), run-on turns cut, "
+    "model scores finite and in [0, 1], and dense refused on math text before anything is scored."
+    from race_nb.rewards import make_reward
+    names, texts = list(QWEN_STYLE), list(QWEN_STYLE.values())
+    batch = dict(answer=["7"] * len(texts), task=["gsm8k"] * len(texts), question=["Ann has 3 apples and gets 4. How many?"] * len(texts))
+    sparse = dict(zip(names, make_reward("sparse")(None, texts, **batch)))
+    assert sparse == {"headings and boxed": 1.0, "heading, no answer": 0.0, "run-on turn": 1.0, "wrong boxed": 0.0, "gsm8k marker": 1.0}
+    structured = dict(zip(names, make_reward("structured")(None, texts, **batch)))
+    assert structured["headings and boxed"] >= 0.6 > structured["heading, no answer"] and structured["wrong boxed"] < 0.6
+    with pytest.raises(ValueError, match="dense cannot score gsm8k text"):
+        make_reward("dense").check_tasks({"gsm8k"})
+    for name, settings in (("prm", dict(path="toy:qwen-prm")), ("proxy_prm", dict(path="toy:proxy-prm")), ("judge", dict(path="toy:judge", require_answer=False))):
+        r = make_reward(name, backend="hf", attn_implementation="eager", **settings)
+        scores = r(None, texts, **batch)
+        assert all(0.0 <= s <= 1.0 for s in scores), (name, scores)
+        if name != "judge": assert scores[names.index("heading, no answer")] == 0.0  # no final answer: not scored, 0 (as sparse)
+        else: assert len(set(round(s, 6) for s in scores)) > 1, scores  # the bounded judge still tells completions apart

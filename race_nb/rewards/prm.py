@@ -312,6 +312,7 @@ class HFScorer:
             raise ValueError(f"the PRM tokenizer at {source} has no separator token {sep_token!r}")
         self.flops = ModelFlops.from_model(self.model)
         self.source = source
+        self.score(["What is 1 + 1?"], ["We add.\n\nSo the answer is $\\boxed{2}$."])  # probe: a wrong head shape or non-finite output fails here, before training
 
     def check_tasks(self, tasks, name: str) -> None:
         "Any text can be tokenized: every task is scorable."
