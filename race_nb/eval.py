@@ -17,8 +17,8 @@ from .data import grade
 from .rewards import make_reward
 
 # %% auto #0
-__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'train_cell', 'finish_cell',
-           'run_cell']
+__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'train_cell',
+           'save_adapter', 'finish_cell', 'run_cell']
 
 # %% ../nbs/06_eval.ipynb #88e2233a
 def _generate_charged(model, tok, prompts, ledger, step, mf, phase, **kw) -> list[str]:
@@ -117,6 +117,18 @@ def train_cell(cfg: CellConfig, out_dir) -> tuple:
     trainer.train()
     return trainer, trainer.ledger, time.time() - t0
 
+# %% ../nbs/06_eval.ipynb #8dcfd53c
+def save_adapter(model, folder) -> Path:
+    "`save_pretrained` into a temporary folder beside `folder`, then one rename: a crash never leaves a half-written adapter."
+    import shutil
+    folder = Path(folder)
+    tmp = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.replace(folder)
+    return folder
+
 # %% ../nbs/06_eval.ipynb #0ab876a6
 def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: float, out_dir) -> dict:
     "Evaluate the trained policy, then write metrics.json, per_prompt.parquet (each target per evaluation prompt), ledger.parquet, log_history.json (trl's log records, with the ledger's cumulative FLOPs) and the adapter."
@@ -124,7 +136,7 @@ def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: fl
     model = trainer.model
     targets = evaluate(model, trainer.processing_class, cfg, ledger, step=trainer.state.global_step)
     metrics = cell_metrics(cfg, ledger, targets, warm_baseline(cfg), trainer.state.global_step, train_seconds)
-    model.save_pretrained(out_dir / "adapter")
+    save_adapter(model, out_dir / "adapter")
     ledger.save(out_dir / "ledger.parquet")
     write_per_prompt(out_dir / "per_prompt.parquet", targets["per_prompt"])
     write_json(out_dir / "log_history.json", trainer.state.log_history)  # learning curves against FLOPs (report)
