@@ -258,7 +258,8 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
     "Regime table: per configuration and target, the paper's update call (`update_call`) and the fit's regime, best rho and confidence."
     keys, rows = keys or config_keys(results), []
     configs = [dict(zip(keys, c)) for c in results[keys].drop_duplicates().itertuples(index=False, name=None)]
-    configs.sort(key=lambda c: (c["reward"] not in RULE_REWARDS, *map(str, c.values())))  # rule-based siblings first
+    order = lambda v: (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else (1, 0, str(v))
+    configs.sort(key=lambda c: (c["reward"] not in RULE_REWARDS, *map(order, c.values())))  # rule-based siblings first; numbers by value
     for target in targets:
         ok, point = _usable(results, target), {}
         for cfg in configs:
@@ -599,7 +600,8 @@ def format_regimes(tab: pd.DataFrame) -> str:
     "The regime table as text."
     t = tab.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "-" for lo, hi in zip(tab.get("contrast_lo", np.nan * tab.n_cells),
                                                                                                 tab.get("contrast_hi", np.nan * tab.n_cells))])
-    cols = ["model", "reward", "target", "n_cells", "call", "contrast", "interval", "paired", "reward_heavy", "call_arm",
+    keys = list(tab.columns[:list(tab.columns).index("target")]) if "target" in tab else ["model", "reward"]  # config_keys of the table
+    cols = keys + ["target", "n_cells", "call", "contrast", "interval", "paired", "reward_heavy", "call_arm",
             "fit", "best_rho", "regime", "confidence"]
     return t.reindex(columns=cols).rename(columns={"regime": "fit_regime", "confidence": "fit_conf"}).to_string(
-        index=False, float_format=lambda x: f"{x:.2f}")
+        index=False, float_format=lambda x: f"{x:.2f}" if x == 0 or abs(x) >= 0.005 else f"{x:.0e}")  # learning rates stay readable
