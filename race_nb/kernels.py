@@ -11,7 +11,7 @@ logger = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['logger', 'SOCKET_ENV', 'KERNEL_MODULES', 'CELL_PRELOAD', 'die_with_parent', 'serve', 'client', 'main', 'warm_manager',
-           'warm_kernels']
+           'socket_dir', 'warm_kernels']
 
 # %% ../nbs/00b_kernels.ipynb #3ee49087
 SOCKET_ENV = "RACE_KERNEL_SOCKET" # path of the warm kernel server's socket; unset: ordinary kernels
@@ -172,6 +172,12 @@ def warm_manager() -> type:
             return _command("client", sock, "-f", os.path.realpath(self.connection_file), *(extra_arguments or []))
     return WarmKernelManager
 
+# %% ../nbs/00b_kernels.ipynb #2843c0eb
+def socket_dir() -> str:
+    "A folder for the warm server's unix socket: the temp folder when its path is short enough, else /tmp (socket paths hold 107 bytes)."
+    d = tempfile.gettempdir()
+    return d if len(d) <= 64 or not os.path.isdir("/tmp") else "/tmp"
+
 # %% ../nbs/00b_kernels.ipynb #c79e5d38
 @contextlib.contextmanager
 def warm_kernels(preload=CELL_PRELOAD, # modules the kernels find imported
@@ -181,7 +187,7 @@ def warm_kernels(preload=CELL_PRELOAD, # modules the kernels find imported
                 ):
     "Run a warm kernel server for the block: papermill runs started inside it (here or in processes started here) fork their kernels from it."
     if not enabled or os.environ.get(SOCKET_ENV): yield os.environ.get(SOCKET_ENV); return
-    tmp = Path(tempfile.mkdtemp(prefix="race_k"))  # short: unix socket paths are limited to 107 bytes
+    tmp = Path(tempfile.mkdtemp(prefix="race_k", dir=socket_dir()))  # short: unix socket paths are limited to 107 bytes
     sock, errlog = tmp / "sock", tmp / "server.log"
     env = {**os.environ, **({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)} if threads else {})}
     with open(errlog, "w") as err:
