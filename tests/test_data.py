@@ -82,6 +82,8 @@ def test_tokenizer_round_trip_and_reload(tmp_path):
 
 def test_extraction_edge_cases():
     assert extract_answer("") is None and extract_answer(None) is None
-    assert extract_answer("#### -12\nextra") == "-12"
+    assert extract_answer("#### -12\nextra", task="arith") == "-12"  # the chains' format: the marker's line, wherever it is
+    assert extract_answer("#### -12\nextra") is None  # math text: a #### line followed by more text is not the final answer
+    assert extract_answer("#### Step 3: add\n\\boxed{5}") == "5"  # a heading never wins over \boxed{}
     assert extract_answer("\\boxed{\\frac{1}{\\sqrt{2}}}") == "\\frac{1}{\\sqrt{2}}"
     assert not grade("", "3", "arith") and not grade("#### abc", "3", "arith")
