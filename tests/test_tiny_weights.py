@@ -22,7 +22,7 @@ def test_every_shipped_recipe_records_its_environment_and_tolerances():
         env = json.loads((folder / "warm_start.json").read_text()).get("environment")
         assert env is not None and set(env) == set(environment_fingerprint()), label
         tol = load_tolerances(label)
-        assert tol and all(0 < t["tolerance"] < 0.15 and t["items"] >= 100 for t in tol.values()), (label, tol)
+        assert tol and all(0 < t["tolerance"] < 0.2 and t["items"] >= 100 for t in tol.values()), (label, tol)
 
 
 def test_retraining_reproduces_the_shipped_weights(tmp_path, monkeypatch):
