@@ -20,7 +20,8 @@ HERE = Path(__file__).resolve().parent
 def table(df: pd.DataFrame, floatfmt=".3f") -> str:
     "A markdown table (pipe format) without the tabulate dependency."
     cols = list(df.columns)
-    fmt = lambda v: (f"{v:{floatfmt}}" if isinstance(v, (float, np.floating)) and np.isfinite(v) else "-" if isinstance(v, float) else str(v))
+    num = lambda v: f"{v:.0e}" if 0 < abs(v) < 1e-3 else f"{v:{floatfmt}}"  # learning rates stay readable
+    fmt = lambda v: (num(v) if isinstance(v, (float, np.floating)) and np.isfinite(v) else "-" if isinstance(v, float) else str(v))
     lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines)
