@@ -489,12 +489,8 @@ def load_cell_policy(cfg: CellConfig) -> tuple:
 # %% ../nbs/05_grpo.ipynb #54a0b0e0
 def _local_checkpoint(model_path) -> Path | None:
     "The local folder a cell's policy loads from (None for a hub id or a registered tiny policy)."
-    if model_path is None: return None
-    if str(model_path).startswith("toy:"):
-        from race_nb.toy import toy_checkpoint
-        return toy_checkpoint(str(model_path)[4:])
-    p = Path(model_path).expanduser()
-    return p if p.is_dir() else None
+    from race_nb.models import resolve_path
+    return Path(resolve_path(model_path)) if model_path is not None else None
 
 # %% ../nbs/05_grpo.ipynb #2b0ab736
 def vllm_stops(args: GRPOConfig, # the cell's trl config (use_vllm)

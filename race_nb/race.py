@@ -15,10 +15,11 @@ from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, Cel
 # %% auto #0
 __all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'CALLS', 'PAPER', 'pilot_grid', 'fit_curve',
            'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'Thresholds', 'rho_prime',
-           'arm_values', 'paired_interval', 'update_call', 'config_keys', 'diagnose', 'synthetic_results',
-           'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
-           'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies',
-           'disagreement_pattern', 'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
+           'arm_values', 'paired_interval', 'update_call', 'config_keys', 'select_config', 'diagnose',
+           'synthetic_results', 'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate',
+           'validation_summary', 'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test',
+           'argmax_frequencies', 'disagreement_pattern', 'size_bought', 'size_coupling', 'diagnose_runs',
+           'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -242,7 +243,7 @@ def config_keys(*tables: pd.DataFrame) -> list[str]:
     varies = lambda t, c: c in t.columns and t[c].astype(str).nunique() > 1
     return ["model", "reward"] + [c for c in params if any(varies(t, c) for t in tables)]
 
-def _select(df: pd.DataFrame, key: dict) -> pd.DataFrame:
+def select_config(df: pd.DataFrame, key: dict) -> pd.DataFrame:
     "Rows of `df` whose configuration columns equal `key` (compared as text, so None and NaN match themselves)."
     mask = np.ones(len(df), bool)
     for k, v in key.items(): mask &= (df[k].astype(str) == str(v)).to_numpy()
@@ -263,7 +264,7 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
     for target in targets:
         ok, point = _usable(results, target), {}
         for cfg in configs:
-            g, sib_of = _select(ok, cfg), lambda r: tuple(str(v) for v in {**cfg, "reward": r}.values())
+            g, sib_of = select_config(ok, cfg), lambda r: tuple(str(v) for v in {**cfg, "reward": r}.values())
             base = dict(cfg, target=target, n_cells=len(g), n_rho=g.rho.round(3).nunique())
             if base["n_rho"] < 2:
                 rows.append(dict(base, regime="insufficient data", confidence=float("nan"), recommended_arm=None)); continue
@@ -381,7 +382,7 @@ def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", 
     rows = []
     for _, pr in p.iterrows():
         cfg = {k: pr[k] for k in keys}
-        fr, g = _select(f, cfg), _select(okf, cfg)
+        fr, g = select_config(f, cfg), select_config(okf, cfg)
         if fr.empty or g.empty or pr.recommended_arm is None: continue
         rows.append(_validation_row(pr, fr.iloc[0], g, target, th, full_prompts, keys))
     tab = pd.DataFrame(rows)

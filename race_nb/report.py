@@ -138,7 +138,7 @@ def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "p
                       ):
     "Target vs rho per configuration: pilot (hollow) and full-budget (filled) runs, the full runs' best arm circled, the pilot's pick crossed."
     import matplotlib.pyplot as plt
-    from race_nb.race import config_keys
+    from race_nb.race import config_keys, select_config
     keys = config_keys(pilot, full)
     fp, ff = frontier_table(pilot, target), frontier_table(full, target)
     for t, src in ((fp, pilot), (ff, full)):  # a column that varies on one side only is constant on the other
@@ -149,7 +149,7 @@ def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "p
     cols = min(6, len(configs))
     rows = -(-len(configs) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.4 * rows), squeeze=False, sharey=True)
-    sel = lambda t, c: t[np.logical_and.reduce([t[k].astype(str) == str(v) for k, v in zip(keys, c)])]
+    sel = lambda t, c: select_config(t, dict(zip(keys, c)))
     for ax, c in zip(axes.flat, configs):
         for t, style in ((fp, dict(mfc="none", ls="--", color="tab:gray", label="pilot")), (ff, dict(color="tab:blue", label="full"))):
             g = sel(t, c).sort_values("rho")

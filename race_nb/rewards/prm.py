@@ -195,27 +195,22 @@ class Qwen2ProcessRewardModel(torch.nn.Module):
         return (self.score(self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)[0]),)
 
 # %% ../../nbs/04_rewards.prm.ipynb #50ca7508
-def _tensors(folder: Path, names) -> dict:
-    "The named tensors of a local safetensors checkpoint (one file or shards with an index), reading only the files that hold them."
+def _weight_map(folder: Path) -> dict:
+    "Weight name -> file of a local safetensors checkpoint (one file, or shards with an index)."
+    import json
     from safetensors import safe_open
     index = folder / "model.safetensors.index.json"
-    import json
-    where = (json.loads(index.read_text())["weight_map"] if index.exists() else
-             {k: "model.safetensors" for k in _weight_names(folder)})
-    out = {}
-    for n in names:
-        if n in where:
-            with safe_open(str(folder / where[n]), "pt") as f: out[n] = f.get_tensor(n)
-    return out
-
-def _weight_names(folder: Path) -> list[str]:
-    "Every weight name of a local safetensors checkpoint."
-    from safetensors import safe_open
-    import json
-    index = folder / "model.safetensors.index.json"
-    if index.exists(): return sorted(json.loads(index.read_text())["weight_map"])
+    if index.exists(): return json.loads(index.read_text())["weight_map"]
     if not (folder / "model.safetensors").exists(): raise FileNotFoundError(f"no safetensors weights in {folder}")
-    with safe_open(str(folder / "model.safetensors"), "pt") as f: return sorted(f.keys())
+    with safe_open(str(folder / "model.safetensors"), "pt") as f: return {k: "model.safetensors" for k in f.keys()}
+
+def _tensors(folder: Path, where: dict, names) -> dict:
+    "The named tensors found in `where` (`_weight_map`), reading only the files that hold them."
+    from safetensors import safe_open
+    out = {}
+    for n in (n for n in names if n in where):
+        with safe_open(str(folder / where[n]), "pt") as f: out[n] = f.get_tensor(n)
+    return out
 
 # %% ../../nbs/04_rewards.prm.ipynb #78f702a8
 def load_process_reward_model(source, # local folder (or, online, hub id) of a Qwen2ForProcessRewardModel checkpoint
@@ -230,8 +225,8 @@ def load_process_reward_model(source, # local folder (or, online, hub id) of a Q
         from huggingface_hub import snapshot_download
         folder = Path(snapshot_download(str(source), allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"]))
     cfg = AutoConfig.from_pretrained(folder)  # model_type qwen2: no remote code needed for the config
-    arch, names = " ".join(cfg.architectures or []), _weight_names(folder)
-    head = _tensors(folder, PRM_HEAD)
+    arch, where = " ".join(cfg.architectures or []), _weight_map(folder)
+    names, head = sorted(where), _tensors(folder, where, PRM_HEAD)
     h = cfg.hidden_size
     if (set(head) != set(PRM_HEAD) or cfg.model_type != "qwen2" or tuple(head["score.0.weight"].shape) != (h, h)
             or head["score.2.weight"].shape[1] != h):
