@@ -111,6 +111,7 @@ def plot_frontiers(results: pd.DataFrame, targets=TARGETS):
     panel_keys = ["model"] + (["budget"] if "budget" in keys else [])
     extra = [k for k in keys if k not in ("model", "reward", "budget")]
     panels = sorted(done[panel_keys].drop_duplicates().itertuples(index=False, name=None))
+    levels = sorted(done[extra].drop_duplicates().itertuples(index=False, name=None)) if extra else []
     fig, axes = plt.subplots(len(targets), len(panels), figsize=(4.6 * len(panels) + 1.6, 2.9 * len(targets)), squeeze=False,
                              sharex=True, sharey="row")
     for i, t in enumerate(targets):
@@ -119,8 +120,9 @@ def plot_frontiers(results: pd.DataFrame, targets=TARGETS):
             ax, sel = axes[i, j], ft[np.logical_and.reduce([ft[k] == v for k, v in zip(panel_keys, p)])]
             for _, g in sel.groupby(["reward"] + extra):
                 g = g.sort_values("rho")
-                ax.errorbar(g.rho, g["mean"], yerr=g.sd.fillna(0), marker="o", ms=4, capsize=2, label=_line_label(g.iloc[0], extra),
-                            color=None if extra else REWARD_COLORS.get(g.reward.iloc[0]))
+                k = levels.index(tuple(g.iloc[0][extra])) if extra else 0  # other columns: one line style and marker per value
+                ax.errorbar(g.rho, g["mean"], yerr=g.sd.fillna(0), marker="osD^v"[k % 5], ls=("-", "--", "-.", ":")[k % 4], ms=4, capsize=2,
+                            label=_line_label(g.iloc[0], extra), color=REWARD_COLORS.get(g.reward.iloc[0]))
                 b = g[g.best]
                 ax.scatter(b.rho, b["mean"], s=140, facecolors="none", edgecolors="black")
             name = p[0] + (f" @ {p[1]:.2g} FLOPs" if len(p) > 1 else "")
