@@ -28,11 +28,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cluster", default=None, help="submitit cluster (slurm executor; 'local' runs jobs locally)")
     run.add_argument("--min-cycles", type=float, default=5, help="refuse cells whose budget buys fewer generation cycles (default 5)")
     run.add_argument("--cold-kernels", action="store_true", help="start every cell's kernel from scratch (default: fork them from a warm server holding the imports)")
+    for sp in (run, ):
+        sp.add_argument("--resources", nargs="+", default=None, metavar="KEY=VALUE",
+                        help="override the grid's resources for every cell: gpus, cpus, mem, time, partition, account, qos, max_concurrent, max_requeues, signal_delay")
     plan = grid.add_parser("plan", help="what each cell's budget buys, before anything runs")
     plan.add_argument("grid", help="grid YAML file")
     plan.add_argument("--prompt-len", type=int, default=None, help="padded prompt tokens (default: 16 for arith, 256 otherwise)")
     plan.add_argument("--peak", type=float, default=989e12, help="accelerator peak FLOP/s for the time estimate (default: H100 bf16 dense)")
     plan.add_argument("--mfu", type=float, default=0.25, help="sustained fraction of the peak assumed (default 0.25)")
+    plan.add_argument("--resources", nargs="+", default=None, metavar="KEY=VALUE", help="resource overrides, as for grid run")
     for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet")):
         g = grid.add_parser(name, help=hlp)
         g.add_argument("runs_dir", help="a grid's runs folder, e.g. runs/demo")
@@ -138,6 +142,25 @@ def _diagnose(runs_dir, full_dir, target: str) -> None:
             "kappa_vs_full_call", "always_high_accuracy", "majority_accuracy", "same_regime_rate"]
     print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=f3))
 
+# %% ../nbs/20_cli.ipynb #0a395a3c
+def _plan(grid, prompt_len, peak, mfu, resources) -> int:
+    "`race grid plan`: what each cell's budget buys, its estimated time against its time limit, and whether Slurm would accept the schedule."
+    from race_nb.grid import GridError, check_schedule, format_plan, load_grid, plan_grid
+    g = load_grid(grid)
+    plan = plan_grid(g, prompt_len, peak, mfu, resources=resources)
+    print(format_plan(plan))
+    print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
+          f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
+    multi = plan[plan.allocations > 1]
+    print(f"time limits: {plan.time_limit_min.min():.0f}-{plan.time_limit_min.max():.0f} min per allocation; "
+          + (f"{len(multi)} cell(s) need more than one allocation and rely on checkpoints (up to {multi.allocations.max():g})" if len(multi)
+             else "every cell fits in one allocation"))
+    if (plan.gpus.fillna(0) == 0).all(): print("resources: no GPUs requested (set resources.gpus for a GPU cluster)")
+    try: check_schedule(g, plan, resources)
+    except GridError as e:
+        print(f"the Slurm executor would refuse this grid: {e}"); return 1
+    return 0
+
 # %% ../nbs/20_cli.ipynb #f95002f8
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `race` console script; returns the exit status."
@@ -151,16 +174,11 @@ def main(argv: list[str] | None = None) -> int:
             names = args.names or shipped_configs()
             print(per_token_table(names, context=args.context).to_string(float_format=lambda x: f"{x:.4g}"))
         elif args.command == "grid":
-            from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan
-            if args.grid_command == "plan":
-                plan = plan_grid(args.grid, args.prompt_len, args.peak, args.mfu)
-                print(format_plan(plan))
-                print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
-                      f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
-                return 0
+            from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
+            if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.peak, args.mfu, parse_resource_args(args.resources))
             if args.grid_command == "run":
-                root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, min_cycles=args.min_cycles,
-                                warm_kernels=not args.cold_kernels)
+                root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
+                                min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels)
                 st = grid_status(root)
                 print(st.status.value_counts().to_string())
                 return 0 if (st.status == "done").all() else 1
@@ -168,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                 st = grid_status(args.runs_dir)
                 print(st.drop(columns=["error"]).to_string(index=False))
                 print("\n" + st.status.value_counts().to_string())
-                for _, r in st[st.status == "failed"].iterrows(): print(f"failed {r.cell}: {r.error}")
+                for _, r in st[st.status.isin(["failed", "eval-failed", "interrupted"])].iterrows(): print(f"{r.status} {r.cell}: {r.error}")
+                if (st.status == "eval-failed").any(): print("eval-failed cells are trained: --retry-failed re-runs only their evaluation")
             else:
                 df = aggregate(args.runs_dir)
                 print(f"wrote {Path(args.runs_dir) / 'results.parquet'}: {len(df)} cells, {(df.status == 'done').sum()} done")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #f9d5a9b2
 from __future__ import annotations
-import contextlib, logging, math, os, threading, warnings
+import contextlib, json, logging, math, os, threading, warnings
 from numbers import Number
 from pathlib import Path
 
@@ -13,8 +13,8 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %% auto #0
-__all__ = ['QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive', 'check_choice', 'atomic_path',
-           'write_atomic', 'run_notebook']
+__all__ = ['TRAINED', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive', 'check_choice',
+           'atomic_path', 'write_atomic', 'trained_record', 'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -72,6 +72,16 @@ def write_atomic(path, text: str) -> Path:
     "Write text atomically."
     with atomic_path(path) as tmp: tmp.write_text(text)
     return Path(path)
+
+# %% ../nbs/00_core.ipynb #ddcfe8d7
+TRAINED = "trained.json" # written last by a cell's training stage: the adapter and ledger beside it are complete
+
+def trained_record(cell_dir) -> dict | None:
+    "The trained.json of a cell whose training outputs (trained.json, ledger.parquet, adapter/) are all written, else None."
+    out = Path(cell_dir)
+    try: rec = json.loads((out / TRAINED).read_text())
+    except (FileNotFoundError, json.JSONDecodeError): return None
+    return rec if (out / "ledger.parquet").exists() and (out / "adapter").is_dir() else None
 
 # %% ../nbs/00_core.ipynb #cfe69519
 QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise

@@ -4,10 +4,10 @@
 
 # %% ../nbs/06_eval.ipynb #266b8244
 from __future__ import annotations
-import importlib.metadata as md, json, platform, time
+import dataclasses, gc, importlib.metadata as md, json, platform, shutil, time
 from pathlib import Path
 import torch
-from .core import atomic_path, write_atomic
+from .core import TRAINED, atomic_path, trained_record, write_atomic
 from .flops import FlopsLedger
 from .config import CellConfig, TARGETS
 from .data import load_spec
@@ -17,7 +17,7 @@ from .data import grade
 from .rewards import make_reward
 
 # %% auto #0
-__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'train_cell',
+__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'TrainedCell', 'train_cell',
            'save_adapter', 'finish_cell', 'run_cell']
 
 # %% ../nbs/06_eval.ipynb #88e2233a
@@ -109,13 +109,68 @@ def cell_metrics(cfg: CellConfig, ledger: FlopsLedger, targets: dict, baseline: 
         mean_completion_chars=targets["mean_completion_chars"], versions=versions(), config=cfg.__dict__)
 
 # %% ../nbs/06_eval.ipynb #206a1599
-def train_cell(cfg: CellConfig, out_dir) -> tuple:
-    "Train a cell under its budget; return (trainer, ledger, train seconds)."
-    out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
-    trainer = build_trainer(cfg, out_dir / "trl")
+@dataclasses.dataclass
+class TrainedCell:
+    "A cell's trained policy and its training record: what evaluation needs."
+    model: object # the policy with its trained LoRA adapter
+    tok: object # its tokenizer
+    ledger: FlopsLedger # training events (evaluation adds its own)
+    steps: int # optimizer steps trained
+    train_seconds: float # wall time of training, summed over resumed attempts
+    log_history: list # trl's log records, with the ledger's cumulative FLOPs
+    resumed_from: list # the checkpoint step of every resume (empty: trained in one go)
+
+# %% ../nbs/06_eval.ipynb #d652d7c4
+def _write_trained(trainer, secs: float, resumed: list, out: Path) -> dict:
+    "Adapter, ledger, log history, compute card, then trained.json: each written atomically, the marker last."
+    save_adapter(trainer.model, out / "adapter")
+    trainer.ledger.save(out / "ledger.parquet")
+    write_json(out / "log_history.json", trainer.state.log_history)  # learning curves against FLOPs (report)
+    write_atomic(out / "compute_card.txt", trainer.ledger.compute_card(title=f"compute card: {trainer.state.global_step} step(s)") + "\n")
+    rec = dict(steps=trainer.state.global_step, train_seconds=secs, resumed_from=resumed, flops_total=trainer.ledger.total,
+               budget=trainer.ledger.budget, time=time.time())
+    write_json(out / TRAINED, rec)
+    return rec
+
+def _load_trained(cfg: CellConfig, out: Path, rec: dict) -> TrainedCell:
+    "The trained policy back from the cell folder (evaluation retried alone); the ledger without a previous evaluation's events."
+    from peft import PeftModel
+    from race_nb.grpo import load_cell_policy
+    model, tok = load_cell_policy(cfg)
+    model = PeftModel.from_pretrained(model, out / "adapter").eval()
+    saved = FlopsLedger.load(out / "ledger.parquet")
+    ledger = FlopsLedger(budget=saved.budget, events=[e for e in saved.events if e["component"] != "eval"])
+    return TrainedCell(model, tok, ledger, rec["steps"], rec["train_seconds"], json.loads((out / "log_history.json").read_text()),
+                       rec.get("resumed_from", []))
+
+# %% ../nbs/06_eval.ipynb #c850226f
+def train_cell(cfg: CellConfig, out_dir,
+               checkpoint_steps: int | None = None, # checkpoint every K optimizer steps (None: not by steps)
+               checkpoint_minutes: float | None = 30, # ... or every T minutes (None: not by time)
+               checkpoint: bool = True, # False: no checkpoints at all, not even on a stop signal
+              ) -> TrainedCell:
+    "Train a cell under its budget (resuming from its newest checkpoint), write the training outputs, release the trainer; a cell already trained is loaded instead."
+    from race_nb.grpo import CHECKPOINT_REQUEST, CheckpointCallback, last_checkpoint
+    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    if (rec := trained_record(out)) is not None: return _load_trained(cfg, out, rec)
+    trainer = build_trainer(cfg, out / "trl")
+    (out / CHECKPOINT_REQUEST).unlink(missing_ok=True)  # a request was for the run it interrupted
+    ckpt = last_checkpoint(out / "trl")
+    spent = json.loads((ckpt / "elapsed.json").read_text())["train_seconds"] if ckpt and (ckpt / "elapsed.json").exists() else 0.0
+    if checkpoint:
+        trainer.add_callback(CheckpointCallback(cfg.resolved_arm().mu, checkpoint_steps, checkpoint_minutes, out / CHECKPOINT_REQUEST, spent_seconds=spent))
+    resumes = out / "trl" / "resumes.json"
+    resumed = (json.loads(resumes.read_text()) if ckpt and resumes.exists() else []) + ([int(ckpt.name.split("-")[-1])] if ckpt else [])
+    if ckpt: write_json(resumes, resumed)
     t0 = time.time()
-    trainer.train()
-    return trainer, trainer.ledger, time.time() - t0
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    rec = _write_trained(trainer, spent + time.time() - t0, resumed, out)
+    trained = TrainedCell(trainer.model, trainer.processing_class, trainer.ledger, rec["steps"], rec["train_seconds"],
+                          trainer.state.log_history, resumed)
+    shutil.rmtree(out / "trl", ignore_errors=True)  # checkpoints are superseded by the training outputs
+    del trainer; gc.collect()  # the reward model goes with the trainer before evaluation loads its own models
+    if torch.cuda.is_available(): torch.cuda.empty_cache()
+    return trained
 
 # %% ../nbs/06_eval.ipynb #8dcfd53c
 def save_adapter(model, folder) -> Path:
@@ -130,21 +185,18 @@ def save_adapter(model, folder) -> Path:
     return folder
 
 # %% ../nbs/06_eval.ipynb #0ab876a6
-def finish_cell(cfg: CellConfig, trainer, ledger: FlopsLedger, train_seconds: float, out_dir) -> dict:
-    "Evaluate the trained policy, then write metrics.json, per_prompt.parquet (each target per evaluation prompt), ledger.parquet, log_history.json (trl's log records, with the ledger's cumulative FLOPs) and the adapter."
+def finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:
+    "Evaluate a trained cell, then write metrics.json (last: it marks the cell done), per_prompt.parquet (each target per evaluation prompt) and the ledger with the evaluation's events."
     out_dir = Path(out_dir)
-    model = trainer.model
-    targets = evaluate(model, trainer.processing_class, cfg, ledger, step=trainer.state.global_step)
-    metrics = cell_metrics(cfg, ledger, targets, warm_baseline(cfg), trainer.state.global_step, train_seconds)
-    save_adapter(model, out_dir / "adapter")
-    ledger.save(out_dir / "ledger.parquet")
+    targets = evaluate(trained.model, trained.tok, cfg, trained.ledger, step=trained.steps)
+    metrics = cell_metrics(cfg, trained.ledger, targets, warm_baseline(cfg), trained.steps, trained.train_seconds)
+    metrics["resumed_from"] = trained.resumed_from
+    trained.ledger.save(out_dir / "ledger.parquet")
     write_per_prompt(out_dir / "per_prompt.parquet", targets["per_prompt"])
-    write_json(out_dir / "log_history.json", trainer.state.log_history)  # learning curves against FLOPs (report)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
 
 # %% ../nbs/06_eval.ipynb #5743c75d
-def run_cell(cfg: CellConfig, out_dir) -> dict:
-    "Train, evaluate and write one cell; return its metrics."
-    trainer, ledger, secs = train_cell(cfg, out_dir)
-    return finish_cell(cfg, trainer, ledger, secs, out_dir)
+def run_cell(cfg: CellConfig, out_dir, **checkpointing) -> dict:
+    "Train (or resume, or load the trained stage), evaluate and write one cell; return its metrics. `checkpointing`: `train_cell`'s checkpoint settings."
+    return finish_cell(cfg, train_cell(cfg, out_dir, **checkpointing), out_dir)

@@ -4,24 +4,26 @@
 
 # %% ../nbs/07_grid.ipynb #42e0c351
 from __future__ import annotations
-import contextlib, dataclasses, fcntl, hashlib, itertools, json, logging, os, time, traceback
+import contextlib, dataclasses, fcntl, hashlib, itertools, json, logging, multiprocessing, os, signal, subprocess, threading, time, traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
 from tqdm import tqdm
-from .core import atomic_path, check_positive, project_root, write_atomic
+from .core import atomic_path, check_positive, project_root, trained_record, write_atomic
 from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'STATUSES', 'TEMPLATE', 'METRIC_COLUMNS', 'GridError', 'load_grid', 'cell_id',
-           'measured_rate', 'plan_grid', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status',
-           'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'run_grid', 'grid_status',
-           'aggregate', 'per_prompt_results']
+__all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
+           'STATUSES', 'TEMPLATE', 'STOPPING', 'METRIC_COLUMNS', 'GridError', 'parse_minutes', 'cell_resources',
+           'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate', 'plan_grid',
+           'check_schedule', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status', 'cell_done',
+           'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob',
+           'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
-GRID_KEYS = ("name", "description", "fixed", "axes", "budgets", "seeds")
+GRID_KEYS = ("name", "description", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint")
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(CellConfig))
 
 class GridError(ValueError):
@@ -98,13 +100,112 @@ def _check_budgets_seeds(g: dict, fail) -> None:
     for s in g["seeds"]:
         if not isinstance(s, int) or isinstance(s, bool): fail("seeds", f"seeds must be integers, got {s!r}")
 
+# %% ../nbs/07_grid.ipynb #14d331fe
+RESOURCE_KEYS = {
+    "gpus": "GPUs per cell", "cpus": "CPUs per cell", "mem": "memory per cell (e.g. 64G)",
+    "time": "time limit per allocation (minutes or [D-]HH:MM[:SS])", "partition": "Slurm partition", "account": "Slurm account",
+    "qos": "Slurm QOS", "max_concurrent": "most cells running at once", "max_requeues": "time-limit requeues allowed per cell",
+    "signal_delay": "seconds of warning before the time limit", "sbatch": "other sbatch flags (a mapping)", "by": "overrides per axis value"}
+CHECKPOINT_KEYS = ("steps", "minutes")
+DEFAULT_RESOURCES = dict(time=120, max_requeues=3, signal_delay=90)
+DEFAULT_CHECKPOINT = dict(steps=None, minutes=30)
+
+def parse_minutes(value) -> float:
+    "A Slurm time limit in minutes: a number of minutes, or \"[D-]HH:MM[:SS]\" / \"MM:SS\"-free forms Slurm accepts (\"90\", \"1:30:00\", \"2-00:00:00\")."
+    if isinstance(value, bool): raise ValueError(f"time: {value!r} is not a time limit")
+    if isinstance(value, (int, float)): return check_positive("time", float(value))
+    s = str(value).strip()
+    days, _, rest = s.rpartition("-") if "-" in s else ("0", "", s)
+    parts = rest.split(":")
+    try:
+        nums = [float(p) for p in parts]
+        d = float(days)
+    except ValueError: raise ValueError(f"time: {value!r} is not minutes or [D-]HH:MM[:SS]") from None
+    if len(nums) == 1: m = nums[0] if d == 0 else nums[0] * 60  # "90" is minutes; "1-12" is a day and 12 hours
+    elif len(nums) == 2: m = nums[0] * 60 + nums[1]             # HH:MM (with or without a day)
+    elif len(nums) == 3: m = nums[0] * 60 + nums[1] + nums[2] / 60
+    else: raise ValueError(f"time: {value!r} is not minutes or [D-]HH:MM[:SS]")
+    return check_positive("time", m + d * 1440)
+
+# %% ../nbs/07_grid.ipynb #7009be65
+def _check_resource_values(d: dict, where: str, fail) -> None:
+    "Known keys with values of the right kind."
+    for k, v in d.items():
+        if k not in RESOURCE_KEYS: fail(f"{where}.{k}", f"unknown resource; valid: {', '.join(RESOURCE_KEYS)}")
+        if k == "time":
+            try: parse_minutes(v)
+            except ValueError as e: fail(f"{where}.{k}", str(e))
+        elif k in ("gpus", "cpus", "max_concurrent", "max_requeues", "signal_delay"):
+            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k in ("cpus", "max_concurrent") else 0):
+                fail(f"{where}.{k}", f"{k} must be a whole number{' >= 1' if k in ('cpus', 'max_concurrent') else ' >= 0'}, got {v!r}")
+        elif k == "sbatch" and not isinstance(v, dict): fail(f"{where}.{k}", "sbatch flags are a mapping, e.g. {constraint: h100, exclusive: true}")
+        elif k in ("mem", "partition", "account", "qos") and not isinstance(v, (str, int)): fail(f"{where}.{k}", f"{k} must be a string, got {v!r}")
+
+def _check_resources(g: dict, fail) -> None:
+    "The resources block: known keys and values, and `by` overrides naming a grid parameter and its values."
+    res = g.get("resources") or {}
+    if not isinstance(res, dict): fail("resources", f"must be a mapping of {', '.join(RESOURCE_KEYS)}")
+    by = res.get("by") or {}
+    _check_resource_values({k: v for k, v in res.items() if k != "by"}, "resources", fail)
+    if not isinstance(by, dict): fail("resources.by", "must be a mapping: {axis: {value: {resource: value}}}")
+    values = {**{k: [v] for k, v in (g.get("fixed") or {}).items()}, **(g.get("axes") or {}), "budget": g.get("budgets") or [], "seed": g.get("seeds") or []}
+    for axis, per in by.items():
+        if axis not in values: fail(f"resources.by.{axis}", f"not a parameter of this grid; overrides go by {', '.join(values)}")
+        if not isinstance(per, dict): fail(f"resources.by.{axis}", "must map each value to its resources")
+        for val, over in per.items():
+            if val not in values[axis] and str(val) not in map(str, values[axis]):
+                fail(f"resources.by.{axis}.{val}", f"{val!r} is not one of the grid's {axis} values {values[axis]}")
+            if not isinstance(over, dict) or "by" in over: fail(f"resources.by.{axis}.{val}", "must be a mapping of resources (no nested by)")
+            _check_resource_values(over, f"resources.by.{axis}.{val}", fail)
+    ck = g.get("checkpoint", {})
+    if ck is False or ck is None: return
+    if not isinstance(ck, dict): fail("checkpoint", "must be a mapping {steps: K, minutes: T}, or false for no checkpoints")
+    for k, v in ck.items():
+        if k not in CHECKPOINT_KEYS: fail(f"checkpoint.{k}", f"unknown key; valid: {', '.join(CHECKPOINT_KEYS)}")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 or (k == "steps" and not isinstance(v, int))):
+            fail(f"checkpoint.{k}", f"{k} must be a positive {'whole number' if k == 'steps' else 'number'} or null, got {v!r}")
+
+# %% ../nbs/07_grid.ipynb #88fd0722
+def cell_resources(g: dict, # a `load_grid` result
+                   params: dict, # one cell's resolved parameters
+                   overrides: dict | None = None, # resources from the command line: win over the grid's
+                  ) -> dict:
+    "One cell's resources: defaults, then the grid's block, then its `by` overrides matching the cell, then `overrides`; time in minutes."
+    res = {k: v for k, v in (g.get("resources") or {}).items() if k != "by"}
+    for axis, per in ((g.get("resources") or {}).get("by") or {}).items():
+        for val, over in per.items():
+            if str(params.get(axis)) == str(val) or params.get(axis) == val: res.update(over)
+    out = {**DEFAULT_RESOURCES, **res, **(overrides or {})}
+    out["time"] = parse_minutes(out["time"])
+    return out
+
+def checkpointing(g: dict) -> dict:
+    "The cell template's checkpoint settings (train_cell's keywords) for a grid."
+    ck = g.get("checkpoint", {})
+    if ck is False or ck is None: return dict(checkpoint=False)
+    ck = {**DEFAULT_CHECKPOINT, **ck}
+    return dict(checkpoint_steps=ck["steps"], checkpoint_minutes=ck["minutes"])
+
+def parse_resource_args(items: list[str]) -> dict:
+    "`KEY=VALUE` pairs from the command line (values read as YAML: 2 is a number, 4:00:00 a string), checked like the grid's."
+    out = {}
+    for it in items or []:
+        k, eq, v = it.partition("=")
+        if not eq or not k: raise GridError(f"--resources {it!r}: write KEY=VALUE, e.g. time=240 gpus=2")
+        val = yaml.safe_load(v) if v else None
+        out[k.strip()] = str(v) if k.strip() == "time" and not isinstance(val, (int, float)) else val
+    def fail(key, msg): raise GridError(f"--resources: {key}: {msg}")
+    _check_resource_values(out, "resources", fail)
+    if "by" in out: fail("by", "per-axis overrides live in the grid file")
+    return out
+
 # %% ../nbs/07_grid.ipynb #e9fba8fc
 def load_grid(path) -> dict:
     "Parse and validate a grid file; raise `GridError` naming what is wrong and where (file:line: key: problem)."
     path = Path(path)
     g, lines = _parse(path)
     def fail(key, msg): raise GridError(f"{path}:{lines.get(key, '?')}: {key}: {msg}")
-    for check in (_check_sections, _check_axes, _check_budgets_seeds): check(g, fail)
+    for check in (_check_sections, _check_axes, _check_budgets_seeds, _check_resources): check(g, fail)
     g["cells"] = _resolve(g, fail)
     return g
 
@@ -150,14 +251,25 @@ def measured_rate(path=None, # a bench/gpu_check.py JSON (default: the project's
     if d.get("smoke", True) or not big.get("flops_per_s"): return None  # a CPU rehearsal measures nothing about a GPU
     return dict(flops_per_s=float(big["flops_per_s"]), device=d.get("device", "?"), shape=big.get("shape", "?"), source=str(p))
 
+# %% ../nbs/07_grid.ipynb #2060e612
+def _allocation(g: dict, params: dict, resources: dict | None, minutes: float) -> dict:
+    "A cell's estimated minutes against its time limit: the allocations it needs, each ending in a checkpoint at Slurm's warning."
+    import math
+    res = cell_resources(g, params, resources)
+    usable = res["time"] - res["signal_delay"] / 60
+    ckpt = checkpointing(g).get("checkpoint", True)
+    n = 1 if minutes <= res["time"] else (math.ceil(minutes / usable) if ckpt and usable > 0 else math.inf)
+    return dict(gpus=res.get("gpus", 0), time_limit_min=res["time"], est_minutes=minutes, allocations=n)
+
 # %% ../nbs/07_grid.ipynb #1c166060
 def plan_grid(grid, # grid YAML path or a `load_grid` result
               prompt_len: int | None = None, # padded prompt tokens (None: 16 for arith, 256 otherwise)
               peak: float = 989e12, # accelerator peak FLOP/s (default: H100 SXM, bf16 dense)
               mfu: float = 0.25, # sustained fraction of the peak assumed for the time estimate (when no rate is measured)
               rate: dict | None = None, # a `measured_rate()`; default: the one on file, if any
+              resources: dict | None = None, # resource overrides (`race grid run --resources`)
              ) -> "pd.DataFrame":
-    "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens) and an estimated GPU time."
+    "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), an estimated GPU time, and that time against the cell's time limit (allocations it needs)."
     import pandas as pd
     from race_nb.grpo import arm_flops, policy_flops, reward_model_flops
     g = load_grid(grid) if not isinstance(grid, dict) else grid
@@ -175,23 +287,55 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
                          cycle_flops=per_cycle, cycles=cycles, optimizer_steps=cycles * arm.mu,
                          rollouts=cycles * cfg.prompts_per_step * arm.n, generated_tokens=cycles * cfg.prompts_per_step * arm.n * cfg.max_completion_length,
                          trained_tokens=cycles * arm.mu * cfg.prompts_per_step * arm.m * (P + cfg.max_completion_length),
-                         rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / flops_per_s / 3600))
+                         rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / flops_per_s / 3600, **_allocation(g, c["params"], resources, cfg.budget / flops_per_s / 60)))
     out = pd.DataFrame(rows)
     out.attrs["rate"] = (f"the measured {flops_per_s:.3g} FLOP/s ({rate['device']}, {rate['shape']}; {rate['source']})" if rate else
                          f"an ASSUMED {mfu:.0%} of {peak:.3g} FLOP/s: no GPU rate measured yet (run make gpu-check on a GPU)")
     return out
 
+# %% ../nbs/07_grid.ipynb #b5dcc6d9
+def check_schedule(g: dict, # a `load_grid` result
+                   plan: "pd.DataFrame", # its `plan_grid`
+                   resources: dict | None = None, # command-line resource overrides
+                  ) -> None:
+    "Refuse, before anything is submitted, time limits that no checkpoint interval fits in and cells that can neither finish within their limit nor checkpoint."
+    ck, name = checkpointing(g), g.get("name", "grid")
+    bad = lambda msg: GridError(f"{name}: {msg}")
+    for row, c in zip(plan.itertuples(), g["cells"]):
+        res = cell_resources(g, c["params"], resources)
+        usable = res["time"] - res["signal_delay"] / 60
+        what = f"cell {row.cell} ({row.model}, {row.reward}, {row.arm}, budget {row.budget:.3g})"
+        if usable <= 0:
+            raise bad(f"{what}: a {res['time']:g}-minute time limit leaves no time before Slurm's {res['signal_delay']} s warning; "
+                      "raise resources.time or lower resources.signal_delay")
+        if not ck.get("checkpoint", True):
+            if row.est_minutes > res["time"]:
+                raise bad(f"{what}: estimated {row.est_minutes:.0f} min, more than its {res['time']:g}-minute limit, and `checkpoint: false` "
+                          "leaves it nothing to resume from; raise resources.time or turn checkpoints on")
+            continue
+        if ck["checkpoint_minutes"] and ck["checkpoint_minutes"] >= usable:
+            raise bad(f"checkpoint.minutes: {ck['checkpoint_minutes']:g} min does not fit in {what}'s {res['time']:g}-minute limit "
+                      f"(less the {res['signal_delay']} s warning: {usable:.1f} min); checkpoint more often or raise resources.time")
+        if ck["checkpoint_steps"] and row.optimizer_steps > 0 and row.est_minutes / row.optimizer_steps * ck["checkpoint_steps"] >= usable:
+            per = row.est_minutes / row.optimizer_steps * ck["checkpoint_steps"]
+            raise bad(f"checkpoint.steps: {ck['checkpoint_steps']} steps take about {per:.0f} min in {what}, more than its {usable:.1f} usable "
+                      "minutes per allocation; checkpoint every fewer steps or raise resources.time")
+        if row.allocations > res["max_requeues"] + 1:
+            raise bad(f"{what}: estimated {row.est_minutes:.0f} min needs {row.allocations} allocations of {res['time']:g} min, more than "
+                      f"resources.max_requeues + 1 = {res['max_requeues'] + 1}; raise max_requeues or resources.time")
+
 # %% ../nbs/07_grid.ipynb #295c4f71
 def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:
     "The plan as a table for people (one row per model, reward, arm and budget; seeds folded unless `seeds`)."
     cols = ["model", "reward", "arm", "budget"] + (["seed"] if seeds else [])
-    t = plan.groupby(cols, sort=False)[["cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho", "gpu_hours"]].first()
+    t = plan.groupby(cols, sort=False)[["cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho", "gpu_hours",
+                                         "gpus", "time_limit_min", "allocations"]].first()
     fmt = dict(cycles="{:.1f}", optimizer_steps="{:.1f}", rollouts="{:.0f}", generated_tokens="{:.2e}", trained_tokens="{:.2e}",
-               rho="{:.2f}", gpu_hours="{:.2f}")
+               rho="{:.2f}", gpu_hours="{:.2f}", time_limit_min="{:.0f}", allocations="{:g}")
     return t.reset_index().to_string(index=False, formatters={k: v.format for k, v in fmt.items()} | {"budget": "{:.2e}".format})
 
 # %% ../nbs/07_grid.ipynb #3c6f457c
-STATUSES = ("pending", "running", "done", "failed")
+STATUSES = ("pending", "running", "interrupted", "done", "failed") # as written; readers also see stale and eval-failed (`shown_status`)
 
 def read_status(cell_dir) -> dict:
     "The status record of a cell (pending when there is none or it is unreadable)."
@@ -215,8 +359,10 @@ def valid_metrics(cell_dir) -> dict | None:
 def shown_status(status: dict, # the cell's status record
                  metrics: dict | None, # its valid metrics (`valid_metrics`), or None
                 ) -> str:
-    "The status readers see: a cell marked done without valid metrics is pending."
-    return "pending" if status["status"] == "done" and metrics is None else status["status"]
+    "The status readers see: a cell marked done without valid metrics is pending; a failure after its training stage is eval-failed."
+    if status["status"] == "done" and metrics is None: return "pending"
+    if status["status"] == "failed" and status.get("stage") == "evaluation": return "eval-failed"
+    return status["status"]
 
 def cell_done(cell_dir) -> bool:
     "The one test of a finished cell: marked done and with valid metrics."
@@ -248,9 +394,9 @@ def template_path() -> Path:
     return p
 
 # %% ../nbs/07_grid.ipynb #36b802c8
-def _papermill_params(params: dict, cell_dir: Path) -> dict:
-    "The template reads the cell's params.yaml: one source of truth, no per-field parameters."
-    return {"params_file": str(cell_dir / "params.yaml"), "output_dir": str(cell_dir)}
+def _papermill_params(params: dict, cell_dir: Path, checkpoint: dict | None = None) -> dict:
+    "The template reads the cell's params.yaml: one source of truth, no per-field parameters; `checkpoint`: train_cell's checkpoint settings."
+    return {"params_file": str(cell_dir / "params.yaml"), "output_dir": str(cell_dir), "checkpoint": checkpoint or {}}
 
 # %% ../nbs/07_grid.ipynb #5274d4df
 def _settled(cell_dir: Path, retry_failed: bool) -> str | None:
@@ -270,17 +416,25 @@ def _failure(e: Exception) -> dict:
     return err
 
 # %% ../nbs/07_grid.ipynb #9e636d6e
-def _execute(cell_dir: Path, params: dict, kernel: str) -> None:
+def _execute(cell_dir: Path, params: dict, kernel: str, checkpoint: dict | None = None) -> None:
     "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
     from race_nb.core import run_notebook
     with open(cell_dir / "cell.log", "w") as logf:
-        run_notebook(template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir), cell_dir, kernel,
+        run_notebook(template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir, checkpoint), cell_dir, kernel,
                      stdout_file=logf, stderr_file=logf)
     if valid_metrics(cell_dir) is None: raise RuntimeError("the cell notebook finished without a valid metrics.json")
 
 # %% ../nbs/07_grid.ipynb #5b5acd42
-def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None) -> str:
-    "Run one cell unless it is done (or failed and not retried); return its final status. A failure is recorded, never raised."
+STOPPING = threading.Event() # set when the process is told to stop (a Slurm job's SIGTERM): a cell failing now was interrupted, not broken
+
+def _stopped(e: Exception) -> bool:
+    "Did the cell stop because it was asked to (its kernel checkpointed and raised CellInterrupted, or the job is ending)?"
+    return STOPPING.is_set() or getattr(e, "ename", None) == "CellInterrupted"
+
+def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None,
+                 checkpoint: dict | None = None, # train_cell's checkpoint settings (`checkpointing(grid)`)
+                ) -> str:
+    "Run one cell unless it is done (or failed and not retried); return its final status. A failure is recorded, never raised; an interrupted cell resumes on its next run."
     cell_dir = Path(cell_dir).resolve()  # the kernel runs inside the cell folder: relative paths would nest
     if threads:  # the kernel inherits these: several cells on few cores must not oversubscribe them
         for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"): os.environ[v] = str(threads)
@@ -288,14 +442,21 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
         if not got: return "running"
         if (st := _settled(cell_dir, retry_failed)) is not None: return st
         write_atomic(cell_dir / "params.yaml", yaml.safe_dump(params, sort_keys=False))
-        for stale in ("metrics.json", "ledger.parquet"): (cell_dir / stale).unlink(missing_ok=True)
+        (cell_dir / "metrics.json").unlink(missing_ok=True)
+        if trained_record(cell_dir) is None: (cell_dir / "ledger.parquet").unlink(missing_ok=True)  # a trained stage keeps its ledger
         t0 = time.time()
-        set_status(cell_dir, "running", start=t0); _attempt(cell_dir, "start")
-        try: _execute(cell_dir, params, kernel)
+        where = {k: os.environ[v] for k, v in (("gpus_visible", "CUDA_VISIBLE_DEVICES"), ("slurm_job", "SLURM_JOB_ID"),
+                                                ("slurm_restarts", "SLURM_RESTART_COUNT")) if v in os.environ}
+        set_status(cell_dir, "running", start=t0, **where); _attempt(cell_dir, "start")
+        try: _execute(cell_dir, params, kernel, checkpoint)
         except Exception as e:  # any failure of the cell is recorded, not raised: the grid goes on
-            set_status(cell_dir, "failed", start=t0, end=time.time(), **_failure(e)); _attempt(cell_dir, "failed")
+            stage = "evaluation" if trained_record(cell_dir) is not None else "training"
+            if _stopped(e):
+                set_status(cell_dir, "interrupted", start=t0, end=time.time(), stage=stage, **where, **_failure(e)); _attempt(cell_dir, "interrupted")
+                return "interrupted"
+            set_status(cell_dir, "failed", start=t0, end=time.time(), stage=stage, **where, **_failure(e)); _attempt(cell_dir, "failed")
             return "failed"
-        set_status(cell_dir, "done", start=t0, end=time.time(), wall_seconds=time.time() - t0); _attempt(cell_dir, "done")
+        set_status(cell_dir, "done", start=t0, end=time.time(), wall_seconds=time.time() - t0, **where); _attempt(cell_dir, "done")
         return "done"
 
 # %% ../nbs/07_grid.ipynb #8c6a8a7e
@@ -303,10 +464,41 @@ def cell_threads(workers: int) -> int:
     "Torch threads per cell: the cores shared out among the workers (tiny models run best on one thread each)."
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
+# %% ../nbs/07_grid.ipynb #af93fae3
+def visible_gpus() -> list[str]:
+    "The CUDA devices this process may use: `CUDA_VISIBLE_DEVICES` when set, else those `nvidia-smi -L` lists (none without a driver); CUDA itself is not initialised."
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None: return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    try: out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError): return []
+    return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+
+def gpu_slots(gpus: list[str], # visible GPUs (`visible_gpus`)
+              per_cell: int = 1, # GPUs each cell gets
+              workers: int | None = None, # workers asked for (None: one per slot)
+             ) -> list[str]:
+    "`CUDA_VISIBLE_DEVICES` of each worker: disjoint groups of `per_cell` GPUs; empty without GPUs or when cells ask for none."
+    if not gpus or not per_cell: return []
+    slots = [",".join(gpus[i:i + per_cell]) for i in range(0, len(gpus) - per_cell + 1, per_cell)]
+    if not slots: raise GridError(f"each cell asks for {per_cell} GPUs and only {len(gpus)} are visible ({','.join(gpus)})")
+    if workers and workers > len(slots):
+        raise GridError(f"{workers} workers need {workers * per_cell} GPUs; {len(gpus)} are visible ({','.join(gpus)}): "
+                        f"use --workers {len(slots)} or fewer, or hide the GPUs (CUDA_VISIBLE_DEVICES=) to run on CPU")
+    return slots
+
+def _worker_start(slots) -> None:
+    "A local worker: die with the runner; take one GPU slot."
+    from race_nb.kernels import die_with_parent
+    die_with_parent()
+    if slots is not None: os.environ["CUDA_VISIBLE_DEVICES"] = slots.get()
+
 # %% ../nbs/07_grid.ipynb #4abb0bc7
-def _run_local(todo: list, workers: int, retry_failed: bool, warm: bool = True) -> dict:
-    "Run cells on `workers` local processes, their kernels forked from one warm kernel server (`warm`)."
-    from race_nb.kernels import die_with_parent, warm_kernels
+def _run_local(todo: list, workers: int | None, retry_failed: bool, warm: bool = True, checkpoint: dict | None = None,
+               gpus_per_cell: int = 1) -> dict:
+    "Run cells on `workers` local processes (default: one per GPU slot, else per core), each pinned to its GPUs, their kernels forked from one warm kernel server (`warm`)."
+    from race_nb.kernels import warm_kernels
+    slots = gpu_slots(visible_gpus(), gpus_per_cell, workers)
+    workers = workers or (len(slots) if slots else os.cpu_count() or 1)
     out, threads = {}, cell_threads(workers)
     bar = tqdm(total=len(todo), desc="cells", unit="cell")
     def done(name, status):
@@ -315,35 +507,105 @@ def _run_local(todo: list, workers: int, retry_failed: bool, warm: bool = True) 
     try:
         with warm_kernels(threads=threads, enabled=warm):  # the workers inherit its socket
             if workers <= 1:
-                for d, p in todo: done(d.name, run_one_cell(d, p, retry_failed, threads=threads))
+                if slots: os.environ["CUDA_VISIBLE_DEVICES"] = slots[0]
+                for d, p in todo: done(d.name, run_one_cell(d, p, retry_failed, threads=threads, checkpoint=checkpoint))
                 return out
-            with ProcessPoolExecutor(workers, initializer=die_with_parent) as ex:
-                futs = {ex.submit(run_one_cell, d, p, retry_failed, "race_nb", threads): d for d, p in todo}
+            q = multiprocessing.get_context("fork").SimpleQueue()
+            for s in slots: q.put(s)
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start, initargs=(q if slots else None,)) as ex:
+                futs = {ex.submit(run_one_cell, d, p, retry_failed, "race_nb", threads, checkpoint): d for d, p in todo}
                 for f in as_completed(futs): done(futs[f].name, f.result())
     finally: bar.close()
     return out
 
 # %% ../nbs/07_grid.ipynb #b7896d99
-def _run_slurm(todo: list, folder: Path, retry_failed: bool, cluster: str | None, slurm: dict | None) -> dict:
-    import submitit
-    ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
-    ex.update_parameters(**({"timeout_min": 120} | (slurm or {})))
-    jobs = [(d, ex.submit(run_one_cell, d, p, retry_failed, "race_nb", (slurm or {}).get("cpus_per_task"))) for d, p in todo]
+class CellJob:
+    "One grid cell as a submitit job that Slurm may stop and requeue: `checkpoint()` (submitit's hook, called on the time-limit signal) has the cell checkpointed, then requeues the same job."
+    def __init__(self, cell_dir, params: dict, retry_failed: bool, threads: int | None, checkpoint: dict | None, wait_seconds: float):
+        self.cell_dir, self.params, self.retry_failed = Path(cell_dir), params, retry_failed
+        self.threads, self.ckpt, self.wait_seconds = threads, checkpoint, wait_seconds
+
+    def _term(self, signum, frame):
+        "SIGTERM: the job is being preempted or requeued. The kernel checkpoints (it got the signal too); nothing is marked failed."
+        STOPPING.set()
+        with contextlib.suppress(OSError): (self.cell_dir / "checkpoint.request").touch()
+
+    def __call__(self) -> str:
+        signal.signal(signal.SIGTERM, self._term)
+        st = run_one_cell(self.cell_dir, self.params, self.retry_failed, threads=self.threads, checkpoint=self.ckpt)
+        if STOPPING.is_set():  # Slurm kills and requeues this job: a result now would tell submitit the cell had finished
+            time.sleep(3600)
+        return st
+
+    def checkpoint(self, *args, **kwargs):
+        "Ask the cell for a checkpoint, wait until it is written (or the cell has left training), then requeue this job."
+        import submitit
+        STOPPING.set()
+        from race_nb.grpo import last_checkpoint  # the job's own process has the package installed
+        trl = self.cell_dir / "trl"
+        before = last_checkpoint(trl)
+        (self.cell_dir / "checkpoint.request").touch()
+        t_end = time.time() + self.wait_seconds
+        while time.time() < t_end and read_status(self.cell_dir)["status"] == "running" and trained_record(self.cell_dir) is None:
+            if last_checkpoint(trl) != before: break
+            time.sleep(1)
+        now = last_checkpoint(trl)
+        set_status(self.cell_dir, "interrupted", reason="Slurm time limit", checkpoint=now.name if now else None)
+        _attempt(self.cell_dir, "requeued")
+        return submitit.helpers.DelayedSubmission(CellJob(self.cell_dir, self.params, self.retry_failed, self.threads, self.ckpt, self.wait_seconds))
+
+# %% ../nbs/07_grid.ipynb #3db0dd05
+def _executor(folder: Path, cluster: str | None, res: dict):
+    "A submitit executor for cells with resources `res` (a `cell_resources` result)."
+    import math, submitit
+    ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster, slurm_max_num_timeout=res["max_requeues"])
+    p = dict(timeout_min=int(math.ceil(res["time"])), slurm_signal_delay_s=int(res["signal_delay"]), name="race-cell")
+    if res.get("gpus"): p["gpus_per_node"] = res["gpus"]
+    if res.get("cpus"): p["cpus_per_task"] = res["cpus"]
+    for k in ("mem", "partition", "account", "qos"):
+        if res.get(k) is not None: p[f"slurm_{k}"] = str(res[k])
+    if res.get("max_concurrent"): p["slurm_array_parallelism"] = res["max_concurrent"]
+    if res.get("sbatch"): p["slurm_additional_parameters"] = {k.replace("-", "_"): v for k, v in res["sbatch"].items()}
+    ex.update_parameters(**p)
+    return ex
+
+# %% ../nbs/07_grid.ipynb #cbabbcde
+def _run_slurm(todo: list, # (cell folder, params, resources) of each cell to run
+               folder: Path, retry_failed: bool, cluster: str | None, checkpoint: dict | None) -> dict:
+    "Submit the cells as submitit jobs (one array per set of resources), wait for them, return each cell's status."
+    groups = {}
+    for d, p, res in todo: groups.setdefault(json.dumps(res, sort_keys=True, default=str), []).append((d, p))
+    jobs = []
+    for key, cells in groups.items():
+        res = json.loads(key)
+        ex = _executor(folder, cluster, res)
+        wait = max(10.0, res["signal_delay"] - 20)  # the kernel's checkpoint must land before Slurm's kill
+        try:
+            with ex.batch():
+                subs = [ex.submit(CellJob(d, p, retry_failed, res.get("cpus"), checkpoint, wait)) for d, p in cells]
+        except Exception as e:  # sbatch refused the request: say which resources, before anything runs
+            raise GridError(f"the cluster refused {len(cells)} cell(s) asking for {', '.join(f'{k}={v}' for k, v in res.items() if v is not None)}: "
+                            f"{str(e).strip()[-600:]}") from None
+        jobs += [(d, j) for (d, _), j in zip(cells, subs)]
+        print(f"submitted {len(cells)} cell(s) as Slurm job {subs[0].job_id.split('_')[0]}: "
+              + ", ".join(f"{k}={v}" for k, v in res.items() if v is not None and k != "by"))
     out = {}
     for d, j in tqdm(jobs, desc="cells", unit="cell"):
         try: out[d.name] = j.result()
-        except Exception as e:  # a job lost by the scheduler is reported, not raised
-            log.error("cell %s: submitit job failed: %s", d.name, e); out[d.name] = "failed"
+        except Exception as e:  # a job lost by the scheduler, or out of requeues, is reported, not raised
+            log.error("cell %s: submitit job failed: %s", d.name, e); out[d.name] = read_status(d)["status"]
+            if out[d.name] in ("running", "interrupted"):
+                set_status(d, "failed", stage="scheduler", error=f"Slurm job {j.job_id}: {str(e)[-1500:]}"); out[d.name] = "failed"
     return out
 
-# %% ../nbs/07_grid.ipynb #cbabbcde
+# %% ../nbs/07_grid.ipynb #f8c30388
 def run_grid(grid_path, # grid YAML
              runs_root="runs", # runs go to <runs_root>/<grid name>/
-             workers: int | None = None, # local worker processes (default: number of cores)
+             workers: int | None = None, # local worker processes (default: one per GPU slot with CUDA, else one per core)
              executor: str = "local", # "local" or "slurm"
-             retry_failed: bool = False, # run failed cells again
+             retry_failed: bool = False, # run failed cells again (a cell that failed in evaluation only re-evaluates)
              cluster: str | None = None, # submitit cluster (None: auto; "local" for a local test)
-             slurm: dict | None = None, # submitit parameters (partition, gpus_per_node, timeout_min, ...)
+             resources: dict | None = None, # resource overrides for every cell (`--resources KEY=VALUE`), over the grid's block
              min_cycles: float = 5, # refuse a grid whose cells buy fewer generation cycles (at full completion length)
              warm_kernels: bool = True, # local cells fork their kernels from a server holding their imports (`race_nb.kernels`)
             ) -> Path:
@@ -351,10 +613,14 @@ def run_grid(grid_path, # grid YAML
     from race_nb.core import check_choice
     check_choice("executor", executor, ("local", "slurm"))
     g = load_grid(grid_path)
-    plan = plan_grid(g)
+    if resources:
+        def fail(key, msg): raise GridError(f"resources: {key}: {msg}")
+        _check_resource_values(resources, "resources", fail)
+    plan = plan_grid(g, resources=resources)
     if (plan.cycles < min_cycles).any():
         raise GridError(f"{grid_path}: {(plan.cycles < min_cycles).sum()} cell(s) buy fewer than {min_cycles:g} generation cycles; "
                         f"raise their budgets (or pass min_cycles / --min-cycles):\n{format_plan(plan[plan.cycles < min_cycles])}")
+    if executor == "slurm": check_schedule(g, plan, resources)  # before anything is submitted
     root = Path(runs_root).resolve() / g["name"]
     root.mkdir(parents=True, exist_ok=True)
     write_atomic(root / "grid.yaml", Path(grid_path).read_text())
@@ -364,12 +630,14 @@ def run_grid(grid_path, # grid YAML
         if not (d / "params.yaml").exists(): write_atomic(d / "params.yaml", yaml.safe_dump(c["params"], sort_keys=False))
         if cell_done(d): continue
         if read_status(d)["status"] == "failed" and not retry_failed: continue
-        todo.append((d, c["params"]))
+        todo.append((d, c["params"], cell_resources(g, c["params"], resources)))
     log.info("grid %s: %d cells, %d to run", g["name"], len(g["cells"]), len(todo))
     print(f"grid {g['name']}: {len(g['cells'])} cells, {len(g['cells']) - len(todo)} already finished, {len(todo)} to run -> {root}")
     if todo:
-        if executor == "local": _run_local(todo, workers or os.cpu_count() or 1, retry_failed, warm_kernels)
-        else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, slurm)
+        if executor == "local":
+            per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
+            _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
+        else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, checkpointing(g))
     return root
 
 # %% ../nbs/07_grid.ipynb #bb057ab3
@@ -378,9 +646,21 @@ def _cells(runs_dir) -> list[Path]:
     if not runs_dir.is_dir(): raise FileNotFoundError(f"no runs folder at {runs_dir}")
     return sorted(p for p in runs_dir.iterdir() if p.is_dir() and (p / "params.yaml").exists())
 
+# %% ../nbs/07_grid.ipynb #304328bb
+def _newest_checkpoint(cell_dir: Path) -> int | None:
+    "Step of the cell's newest complete training checkpoint (None: none on disk)."
+    steps = [int(p.name.split("-")[-1]) for p in (cell_dir / "trl").glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and (p / "ledger.parquet").exists()]
+    return max(steps, default=None)
+
+def _resumes(cell_dir: Path, rec: dict | None) -> int:
+    "How many times the cell's training resumed from a checkpoint."
+    if rec is not None: return len(rec.get("resumed_from", []))
+    try: return len(json.loads((cell_dir / "trl" / "resumes.json").read_text()))
+    except (FileNotFoundError, json.JSONDecodeError): return 0
+
 # %% ../nbs/07_grid.ipynb #c64ee8f7
 def grid_status(runs_dir) -> "pd.DataFrame":
-    "One row per cell: id, status (stale: marked running, but no live runner holds it), model, reward, arm, budget, seed, wall time, error."
+    "One row per cell: id, status (stale: marked running, but no live runner holds it; eval-failed: trained, evaluation failed), model, reward, arm, budget, seed, whether its training stage is written, its newest checkpoint step, resumes so far, wall time, error."
     import pandas as pd
     rows = []
     for d in _cells(runs_dir):
@@ -389,8 +669,10 @@ def grid_status(runs_dir) -> "pd.DataFrame":
         if status == "running":
             with cell_lock(d) as free:  # a live runner holds the cell's lock; a dead one (kill -9) left only its status
                 if free: status = "stale"
+        rec = trained_record(d)
         rows.append(dict(cell=d.name, status=status, model=p["model"], reward=p["reward"], arm=p["arm"], budget=p["budget"],
-                         seed=p["seed"], wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error")))
+                         seed=p["seed"], trained=rec is not None, checkpoint=_newest_checkpoint(d), resumes=_resumes(d, rec),
+                         wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error")))
     return pd.DataFrame(rows)
 
 METRIC_COLUMNS = TARGETS + tuple(f"{t}_warm" for t in TARGETS) + ("rho", "n", "m", "mu", "beta", "flops_total", "flops_search", "flops_learning", "flops_reward",

@@ -4,12 +4,12 @@
 
 # %% ../nbs/05_grpo.ipynb #917791c9
 from __future__ import annotations
-import contextlib, functools, inspect, logging, os, time, warnings
+import contextlib, functools, inspect, json, logging, os, signal, threading, time, warnings
 from pathlib import Path
 import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from .core import atomic_path, check_positive, check_choice
+from .core import atomic_path, check_positive, check_choice, write_atomic
 from .config import Arm, ARMS, MODEL_REWARDS, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
@@ -18,10 +18,11 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'PEAK_FLOPS', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho',
-           'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'peak_flops_of', 'charge_reward_model',
-           'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
-           'vllm_stops', 'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho',
+           'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted',
+           'last_checkpoint', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model', 'ModelCharge',
+           'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
+           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -133,6 +134,62 @@ class LedgerCheckpointCallback(TrainerCallback):
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
         ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and ckpt.is_dir(): self.ledger.save(ckpt / "ledger.parquet")
+
+# %% ../nbs/05_grpo.ipynb #de9cd872
+class CellInterrupted(RuntimeError):
+    "Training stopped right after a checkpoint because the process was asked to stop; rerun (or requeue) the cell and it resumes from that checkpoint."
+
+CHECKPOINT_REQUEST = "checkpoint.request" # a file in the cell folder that asks the training kernel to checkpoint and stop (the Slurm job writes it)
+
+def last_checkpoint(folder) -> Path | None:
+    "The newest complete trl checkpoint in `folder` (`checkpoint-N` holding its trainer state and, written last, its ledger), or None."
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+    done = [p for p in Path(folder).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.name.split("-")[-1].isdigit()
+            and (p / "trainer_state.json").exists() and (p / "ledger.parquet").exists()]
+    return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+# %% ../nbs/05_grpo.ipynb #10347ea6
+class CheckpointCallback(TrainerCallback):
+    "Save a trl checkpoint every `every_steps` optimizer steps or `every_minutes` minutes, and at once when asked to stop (SIGTERM, SIGUSR2, or `request_file` appearing), then raise `CellInterrupted`. Only at generation-cycle boundaries (every `mu` steps): trl does not checkpoint its rollout buffer, so a run resumed there generates exactly where an uninterrupted one does."
+    def __init__(self, mu: int, # update passes per generation (steps per cycle)
+                 every_steps: int | None = None, every_minutes: float | None = None, # periodic checkpoints (None: off)
+                 request_file=None, # a file whose appearance asks for a checkpoint and a stop
+                 signals=(signal.SIGTERM, signal.SIGUSR2), # signals that ask for the same (Slurm: preemption, time-limit warning)
+                 spent_seconds: float = 0.0): # training wall time before this run (a resumed run's earlier attempts)
+        self.spent, self.mu, self.every_steps, self.every_minutes = spent_seconds, check_positive("mu", mu, integer=True), every_steps, every_minutes
+        self.request_file, self.signals, self.asked, self._old = request_file and Path(request_file), signals, None, {}
+
+    def _handle(self, signum, frame): self.asked = signal.Signals(signum).name
+
+    def on_train_begin(self, args, state, control, **kw):
+        self.begin = self.last_time = time.time()
+        self.last_step = state.global_step
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
+            self._old = {s: signal.signal(s, self._handle) for s in self.signals}
+
+    def on_step_end(self, args, state, control, **kw):
+        if self.request_file is not None and self.asked is None and self.request_file.exists(): self.asked = "a checkpoint request"
+        if state.global_step % self.mu: return control  # mid-cycle: the rollout buffer would be lost
+        due = (self.every_steps and state.global_step - self.last_step >= self.every_steps) or \
+              (self.every_minutes and time.time() - self.last_time >= 60 * self.every_minutes)
+        if self.asked or (due and not control.should_training_stop): control.should_save = True
+        return control
+
+    def on_save(self, args, state, control, **kw):
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+        self.last_time, self.last_step = time.time(), state.global_step
+        ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if state.is_world_process_zero and ckpt.is_dir():  # training wall time so far: a resumed cell reports the sum of its attempts
+            write_atomic(ckpt / "elapsed.json", json.dumps({"train_seconds": self.spent + time.time() - self.begin}))
+        if self.asked:  # the ledger callback (added first) has written the checkpoint's ledger
+            self._restore()
+            raise CellInterrupted(f"checkpoint-{state.global_step} written after {self.asked}; the cell resumes from it")
+
+    def on_train_end(self, args, state, control, **kw): self._restore()
+
+    def _restore(self):
+        for s, h in self._old.items(): signal.signal(s, h)
+        self._old = {}
 
 # %% ../nbs/05_grpo.ipynb #073c308c
 @contextlib.contextmanager
@@ -466,7 +523,7 @@ def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
         warnings.simplefilter("ignore", FutureWarning)
         return GRPOConfig(
             output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, use_cpu=not cuda, bf16=cuda and cfg.dtype != "float32",
-            gradient_checkpointing=cfg.gradient_checkpointing, report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
+            gradient_checkpointing=cfg.gradient_checkpointing, report_to="none", save_strategy="no", save_total_limit=2, logging_steps=1, disable_tqdm=True,
             per_device_train_batch_size=batch // G, gradient_accumulation_steps=G, steps_per_generation=G, **vllm,
             num_generations=arm.n, num_iterations=arm.mu, beta=arm.beta, max_completion_length=cfg.max_completion_length,
             temperature=cfg.temperature, learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
