@@ -1,0 +1,148 @@
+"""Checkpoints, resume and the two-stage cell on the local executor: kill -9 mid-training, a failed evaluation, resources and bad schedules."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from race_nb.grid import GridError, check_schedule, grid_status, load_grid, plan_grid, run_grid
+
+RACE = str(Path(sys.executable).with_name("race"))
+CELL = """name: {name}
+fixed: {{n_eval: 10, eval_max_new_tokens: 32, prompts_per_step: 4}}
+axes:
+  model: [tiny-s]
+  arm: [n8-m8-mu2]
+budgets: [{budget}]
+seeds: [0]
+{extra}"""
+TARGETS = ("pass1_id", "pass1_ood", "native_reward", "judge")
+LEDGER_COLS = ["step", "component", "phase", "tokens", "useful_tokens", "flops", "useful_flops"]  # all but wall-clock times
+
+
+def grid(tmp_path, name, budget="6.0e10", extra="checkpoint: {steps: 4}\n"):
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(CELL.format(name=name, budget=budget, extra=extra))
+    return p
+
+
+def only_cell(root: Path) -> Path:
+    (cell,) = [d for d in root.iterdir() if d.is_dir() and (d / "params.yaml").exists()]
+    return cell
+
+
+def same_run(a: Path, b: Path):
+    "Two cells' metrics and ledgers (every FLOP and token of every event) are equal."
+    ma, mb = (json.loads((c / "metrics.json").read_text()) for c in (a, b))
+    for k in (*TARGETS, "steps", "flops_total", "flops_search", "flops_learning", "flops_reward", "flops_eval", "rho"):
+        assert ma[k] == mb[k], (k, ma[k], mb[k])
+    la, lb = (pd.read_parquet(c / "ledger.parquet")[LEDGER_COLS] for c in (a, b))
+    pd.testing.assert_frame_equal(la, lb)
+
+
+def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path):
+    "kill -9 of the runner mid-training; the rerun resumes from the newest checkpoint (at most one interval redone) and ends as an uninterrupted run."
+    ref = only_cell(run_grid(grid(tmp_path, "ck"), runs_root=tmp_path / "ref", workers=1))
+    g = grid(tmp_path, "ck")
+    proc = subprocess.Popen([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    root, newest, deadline = tmp_path / "runs" / "ck", None, time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        steps = [int(p.name.split("-")[-1]) for p in root.glob("*/trl/checkpoint-*") if (p / "ledger.parquet").exists()]
+        if steps and max(steps) >= 12: newest = max(steps); break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+    assert newest is not None, "training ended before a checkpoint at step 12"
+    cell = only_cell(root)
+    assert not (cell / "trained.json").exists(), "killed after training: nothing to resume"
+    at_kill = max(int(p.name.split("-")[-1]) for p in (cell / "trl").glob("checkpoint-*") if (p / "ledger.parquet").exists())
+    st = grid_status(root)
+    deadline = time.time() + 60  # the orphaned kernel dies with its parent and releases the lock
+    while (st := grid_status(root)).status.iloc[0] == "running" and time.time() < deadline: time.sleep(0.2)
+    assert st.status.iloc[0] == "stale" and st.checkpoint.iloc[0] == at_kill
+    run_grid(g, runs_root=tmp_path / "runs", workers=1)
+    rec = json.loads((cell / "trained.json").read_text())
+    assert rec["resumed_from"] == [at_kill]  # the newest complete checkpoint: at most 4 steps (one interval) redone
+    same_run(ref, cell)
+    assert not (cell / "trl").exists()  # checkpoints are removed once the training stage is written
+    print(f"killed with checkpoint-{at_kill} on disk; resumed from it; metrics and ledger equal the uninterrupted run's")
+
+
+def test_failed_evaluation_keeps_training_and_retries_only_evaluation(tmp_path):
+    "Training outputs are written before evaluation; an evaluation that fails (here: an unusable cache folder) leaves them, and --retry-failed only evaluates."
+    g = grid(tmp_path, "ev", budget="3.0e10", extra="")
+    env = {**os.environ, "RACE_NB_CACHE": "/dev/null/cache"}  # the warm baseline cannot be cached: evaluation fails
+    subprocess.run([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1"], env=env, capture_output=True, timeout=300)
+    root = tmp_path / "runs" / "ev"
+    cell = only_cell(root)
+    st = grid_status(root)
+    assert st.status.iloc[0] == "eval-failed" and st.trained.iloc[0], st
+    before = {f: (cell / f).stat().st_mtime_ns for f in ("trained.json", "compute_card.txt", "log_history.json")}
+    assert {"adapter", "ledger.parquet", "trained.json"} <= {p.name for p in cell.iterdir()} and not (cell / "metrics.json").exists()
+    res = subprocess.run([RACE, "grid", "status", str(root)], capture_output=True, text=True)
+    assert "--retry-failed re-runs only their evaluation" in res.stdout
+    run_grid(g, runs_root=tmp_path / "runs", workers=1)  # not retried unless asked
+    assert grid_status(root).status.iloc[0] == "eval-failed"
+    run_grid(g, runs_root=tmp_path / "runs", workers=1, retry_failed=True)
+    assert grid_status(root).status.iloc[0] == "done"
+    assert {f: (cell / f).stat().st_mtime_ns for f in before} == before  # the training stage was not rerun
+    assert "GRPO budget" not in (cell / "cell.log").read_text()
+    ref = only_cell(run_grid(g, runs_root=tmp_path / "ref", workers=1))
+    same_run(ref, cell)
+
+
+def test_local_workers_are_pinned_one_gpu_each(tmp_path, monkeypatch):
+    "With GPUs visible, the default is one worker per GPU and each cell's kernel sees only its own (CUDA_VISIBLE_DEVICES; here on CPU, by id only)."
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    p = tmp_path / "pin.yaml"
+    p.write_text(CELL.format(name="pin", budget="3.0e10", extra="").replace("seeds: [0]", "seeds: [0, 1]"))
+    root = run_grid(p, runs_root=tmp_path / "runs")
+    seen = sorted(json.loads((d / "status.json").read_text())["gpus_visible"] for d in root.iterdir() if d.is_dir())
+    assert seen == ["3", "5"], seen
+    with pytest.raises(GridError, match="use --workers 2"):
+        run_grid(p, runs_root=tmp_path / "runs2", workers=3)
+
+
+@pytest.mark.parametrize("extra,msg", [
+    ("resources: {gpu: 1}\n", r"resources.gpu: unknown resource; valid: gpus"),
+    ("resources: {time: soon}\n", "not minutes or"),
+    ("resources: {by: {model: {tiny-xl: {gpus: 2}}}}\n", "not one of the grid's model values"),
+    ("resources: {by: {lr: {1: {gpus: 2}}}}\n", "not a parameter of this grid"),
+    ("checkpoint: {every: 3}\n", "checkpoint.every: unknown key"),
+])
+def test_bad_resources_are_refused_with_their_line(tmp_path, extra, msg):
+    with pytest.raises(GridError, match=msg):
+        load_grid(grid(tmp_path, "bad", extra=extra))
+
+
+@pytest.mark.parametrize("extra,msg", [
+    ("resources: {time: 1}\n", "leaves no time before Slurm's 90 s warning"),
+    ("resources: {time: 20}\ncheckpoint: {minutes: 30}\n", "checkpoint.minutes: 30 min does not fit"),
+    ("resources: {time: 20}\ncheckpoint: false\n", None),  # fits in one allocation: no checkpoints needed
+])
+def test_schedules_that_cannot_finish_are_refused_before_submission(tmp_path, extra, msg):
+    g = load_grid(grid(tmp_path, "sched", extra=extra))
+    plan = plan_grid(g)
+    if msg is None: check_schedule(g, plan); return
+    with pytest.raises(GridError, match=msg): check_schedule(g, plan)
+    res = subprocess.run([RACE, "grid", "run", str(grid(tmp_path, "sched", extra=extra)), "--executor", "slurm", "--runs", str(tmp_path / "runs")],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and msg.split(":")[-1].strip() in res.stderr and not (tmp_path / "runs").exists(), res.stderr
+
+
+def test_a_cell_longer_than_its_limit_needs_checkpoints_or_enough_requeues(tmp_path):
+    "At an assumed rate, a cell estimated at more than its time limit is refused without checkpoints, and needs requeues with them."
+    g = load_grid(grid(tmp_path, "long", budget="6.0e10", extra="resources: {time: 2, signal_delay: 30, max_requeues: 1}\ncheckpoint: false\n"))
+    slow = dict(flops_per_s=1e8, device="test", shape="-", source="test")  # 6e10 FLOPs at 1e8 FLOP/s: 10 minutes
+    plan = plan_grid(g, rate=slow)
+    assert plan.est_minutes.iloc[0] == pytest.approx(10) and plan.allocations.iloc[0] == float("inf")
+    with pytest.raises(GridError, match="checkpoint: false` leaves it nothing to resume from"): check_schedule(g, plan)
+    g = load_grid(grid(tmp_path, "long", budget="6.0e10", extra="resources: {time: 2, signal_delay: 30, max_requeues: 1}\ncheckpoint: {minutes: 1}\n"))
+    plan = plan_grid(g, rate=slow)
+    assert plan.allocations.iloc[0] == 7  # 10 min in allocations of 2 min less the 30 s warning
+    with pytest.raises(GridError, match="needs 7 allocations of 2 min, more than resources.max_requeues"): check_schedule(g, plan)
