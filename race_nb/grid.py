@@ -141,6 +141,11 @@ def _check_resource_values(d: dict, where: str, fail) -> None:
         elif k == "sbatch" and not isinstance(v, dict): fail(f"{where}.{k}", "sbatch flags are a mapping, e.g. {constraint: h100, exclusive: true}")
         elif k in ("mem", "partition", "account", "qos") and not isinstance(v, (str, int)): fail(f"{where}.{k}", f"{k} must be a string, got {v!r}")
 
+def _same_value(a, b) -> bool:
+    "Does a `by` key name this parameter value? Numbers compare as numbers (YAML reads 1.2e12 as a string), the rest as text."
+    try: return float(a) == float(b)
+    except (TypeError, ValueError): return str(a) == str(b)
+
 def _check_resources(g: dict, fail) -> None:
     "The resources block: known keys and values, and `by` overrides naming a grid parameter and its values."
     res = g.get("resources") or {}
@@ -153,7 +158,7 @@ def _check_resources(g: dict, fail) -> None:
         if axis not in values: fail(f"resources.by.{axis}", f"not a parameter of this grid; overrides go by {', '.join(values)}")
         if not isinstance(per, dict): fail(f"resources.by.{axis}", "must map each value to its resources")
         for val, over in per.items():
-            if val not in values[axis] and str(val) not in map(str, values[axis]):
+            if not any(_same_value(val, v) for v in values[axis]):
                 fail(f"resources.by.{axis}.{val}", f"{val!r} is not one of the grid's {axis} values {values[axis]}")
             if not isinstance(over, dict) or "by" in over: fail(f"resources.by.{axis}.{val}", "must be a mapping of resources (no nested by)")
             _check_resource_values(over, f"resources.by.{axis}.{val}", fail)
@@ -174,7 +179,7 @@ def cell_resources(g: dict, # a `load_grid` result
     res = {k: v for k, v in (g.get("resources") or {}).items() if k != "by"}
     for axis, per in ((g.get("resources") or {}).get("by") or {}).items():
         for val, over in per.items():
-            if str(params.get(axis)) == str(val) or params.get(axis) == val: res.update(over)
+            if _same_value(params.get(axis), val): res.update(over)
     out = {**DEFAULT_RESOURCES, **res, **(overrides or {})}
     out["time"] = parse_minutes(out["time"])
     return out
@@ -583,9 +588,10 @@ def _run_slurm(todo: list, # (cell folder, params, resources) of each cell to ru
         try:
             with ex.batch():
                 subs = [ex.submit(CellJob(d, p, retry_failed, res.get("cpus"), checkpoint, wait)) for d, p in cells]
-        except Exception as e:  # sbatch refused the request: say which resources, before anything runs
+        except Exception as e:  # sbatch refused the request: say which resources and where the script it refused is
+            scripts = sorted(Path(folder).glob(".submission_file_*.sh"), key=lambda p: p.stat().st_mtime)
             raise GridError(f"the cluster refused {len(cells)} cell(s) asking for {', '.join(f'{k}={v}' for k, v in res.items() if v is not None)}: "
-                            f"{str(e).strip()[-600:]}") from None
+                            f"{str(e).strip()[-600:]}" + (f"\nthe sbatch script it refused: {scripts[-1]}" if scripts else "")) from None
         jobs += [(d, j) for (d, _), j in zip(cells, subs)]
         print(f"submitted {len(cells)} cell(s) as Slurm job {subs[0].job_id.split('_')[0]}: "
               + ", ".join(f"{k}={v}" for k, v in res.items() if v is not None and k != "by"))
