@@ -15,10 +15,11 @@ from .grpo import build_trainer
 from .models import cache_dir, artifact_key, file_lock, format_prompt, generate, load_policy
 from .data import grade
 from .rewards import make_reward
+from .rewards.prm import release_scorers
 
 # %% auto #0
-__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'TrainedCell', 'train_cell',
-           'save_adapter', 'finish_cell', 'run_cell']
+__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'save_adapter',
+           'TrainedCell', 'train_cell', 'finish_cell', 'run_cell']
 
 # %% ../nbs/06_eval.ipynb #88e2233a
 def _generate_charged(model, tok, prompts, ledger, step, mf, phase, **kw) -> list[str]:
@@ -53,6 +54,7 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
         r = make_reward(name, **settings).attach(ledger, "eval", step)  # evaluation FLOPs stay outside the budget
         r.check_tasks(set(cols["task"]))
         per[key] = r(prompts["id"], comps, **cols)
+        del r; release_scorers()  # one scoring model on the accelerator at a time: the PRM leaves before the judge loads
     out.update({k: sum(v) / len(v) for k, v in per.items()}, per_prompt=per)  # same prompts in every cell: comparisons pair
     out["eval_seconds"] = time.time() - t0
     out["mean_completion_chars"] = sum(map(len, sampled)) / len(sampled)
@@ -107,6 +109,18 @@ def cell_metrics(cfg: CellConfig, ledger: FlopsLedger, targets: dict, baseline: 
         **{f"flops_{c}": t[c] for c in t}, **{f"useful_flops_{c}": u[c] for c in t},
         train_seconds=train_seconds, eval_seconds=targets["eval_seconds"],
         mean_completion_chars=targets["mean_completion_chars"], versions=versions(), config=cfg.__dict__)
+
+# %% ../nbs/06_eval.ipynb #8dcfd53c
+def save_adapter(model, folder) -> Path:
+    "`save_pretrained` into a temporary folder beside `folder`, then one rename: a crash never leaves a half-written adapter."
+    import shutil
+    folder = Path(folder)
+    tmp = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.replace(folder)
+    return folder
 
 # %% ../nbs/06_eval.ipynb #206a1599
 @dataclasses.dataclass
@@ -168,28 +182,19 @@ def train_cell(cfg: CellConfig, out_dir,
     trained = TrainedCell(trainer.model, trainer.processing_class, trainer.ledger, rec["steps"], rec["train_seconds"],
                           trainer.state.log_history, resumed)
     shutil.rmtree(out / "trl", ignore_errors=True)  # checkpoints are superseded by the training outputs
-    del trainer; gc.collect()  # the reward model goes with the trainer before evaluation loads its own models
-    if torch.cuda.is_available(): torch.cuda.empty_cache()
+    del trainer; release_scorers()  # the trainer, and the reward model it scored with, leave before evaluation loads its models
     return trained
-
-# %% ../nbs/06_eval.ipynb #8dcfd53c
-def save_adapter(model, folder) -> Path:
-    "`save_pretrained` into a temporary folder beside `folder`, then one rename: a crash never leaves a half-written adapter."
-    import shutil
-    folder = Path(folder)
-    tmp = folder.with_name(f".{folder.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.replace(folder)
-    return folder
 
 # %% ../nbs/06_eval.ipynb #0ab876a6
 def finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:
     "Evaluate a trained cell, then write metrics.json (last: it marks the cell done), per_prompt.parquet (each target per evaluation prompt) and the ledger with the evaluation's events."
     out_dir = Path(out_dir)
+    device = next(trained.model.parameters()).device
+    if device.type == "cuda": trained.model.to("cpu"); torch.cuda.empty_cache()  # the warm baseline loads a second policy copy
+    baseline = warm_baseline(cfg)  # (cached: computed once per configuration)
+    trained.model.to(device)
     targets = evaluate(trained.model, trained.tok, cfg, trained.ledger, step=trained.steps)
-    metrics = cell_metrics(cfg, trained.ledger, targets, warm_baseline(cfg), trained.steps, trained.train_seconds)
+    metrics = cell_metrics(cfg, trained.ledger, targets, baseline, trained.steps, trained.train_seconds)
     metrics["resumed_from"] = trained.resumed_from
     trained.ledger.save(out_dir / "ledger.parquet")
     write_per_prompt(out_dir / "per_prompt.parquet", targets["per_prompt"])

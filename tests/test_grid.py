@@ -97,7 +97,7 @@ def test_failing_cell_is_recorded_and_others_finish(tmp_path):
 
 def test_submitit_local_executor(tmp_path):
     root = run_grid(micro(tmp_path, "slurm", seeds="[0]", arms="[n8-m8]"), runs_root=tmp_path / "runs", executor="slurm", cluster="local",
-                    slurm={"timeout_min": 20})
+                    resources={"time": 20})
     assert (grid_status(root).status == "done").all()
     assert (root / "_submitit").is_dir()
 

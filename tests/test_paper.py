@@ -154,3 +154,31 @@ def test_every_reward_system_on_qwen_style_text(data_dir):
         assert all(0.0 <= s <= 1.0 for s in scores), (name, scores)
         if name != "judge": assert scores[names.index("heading, no answer")] == 0.0  # no final answer: not scored, 0 (as sparse)
         else: assert len(set(round(s, 6) for s in scores)) > 1, scores  # the bounded judge still tells completions apart
+
+
+def test_training_leaves_nothing_resident_before_evaluation(data_dir, tmp_path):
+    "The trainer and the hf PRM it scored with are gone once train_cell returns; evaluation loads one scorer at a time and drops it."
+    import gc, weakref
+    from race_nb import eval as ev
+    from race_nb.rewards import prm
+    built, scorers = {}, []
+    orig_build, orig_scorer = ev.build_trainer, prm.hf_scorer
+    def build(*a, **k):
+        tr = orig_build(*a, **k); built["trainer"] = weakref.ref(tr); return tr
+    def scorer(*a, **k):
+        s = orig_scorer(*a, **k); scorers.append(weakref.ref(s.model)); return s
+    ev.build_trainer, prm.hf_scorer = build, scorer
+    try:
+        cfg = CellConfig(**{**TOY, "reward": "prm", "reward_settings": dict(backend="hf", path="toy:qwen-prm", require_answer=False),
+                            "prompts_per_step": 4, "n_eval": 4, "eval_max_new_tokens": 8, "budget": 2e11})
+        trained = ev.train_cell(cfg, tmp_path / "cell")
+        gc.collect()
+        assert built["trainer"]() is None and scorers and all(r() is None for r in scorers)
+        assert not prm._HF_SCORERS
+        n_train = len(scorers)
+        ev.finish_cell(cfg, trained, tmp_path / "cell")
+        gc.collect()
+        assert len(scorers) > n_train and all(r() is None for r in scorers) and not prm._HF_SCORERS  # PRM and judge dropped after scoring
+    finally:
+        ev.build_trainer, prm.hf_scorer = orig_build, orig_scorer
+    assert json.loads((tmp_path / "cell" / "metrics.json").read_text())["flops_reward"] > 0

@@ -17,8 +17,8 @@ from .core import Reward, aggregate, arith_step_labels, register, AGGREGATIONS
 # %% auto #0
 __all__ = ['SCORER_RECIPES', 'NO_WORK', 'PRM_HEAD', 'check_scorer_tasks', 'TinyStepScorer', 'ModelReward', 'tiny_scorer',
            'tiny_artifacts', 'train_tiny', 'Qwen2ProcessRewardModel', 'load_process_reward_model', 'HFScorer',
-           'bounded_score', 'hf_scorer', 'prm', 'proxy_prm', 'judge', 'corrupt_completion', 'step_accuracy',
-           'one_wrong_step', 'chain_preference', 'save_tiny_hf_prm']
+           'bounded_score', 'hf_scorer', 'release_scorers', 'prm', 'proxy_prm', 'judge', 'corrupt_completion',
+           'step_accuracy', 'one_wrong_step', 'chain_preference', 'save_tiny_hf_prm']
 
 # %% ../../nbs/04_rewards.prm.ipynb #56d5b618
 SCORER_RECIPES = {
@@ -373,10 +373,18 @@ def score(self: HFScorer, prompts: list[str], # raw questions
 _HF_SCORERS: dict = {}
 
 def hf_scorer(source: str, **settings) -> HFScorer:
-    "The process-wide `HFScorer` of `source` with `settings` (loaded once, reused by every reward and evaluation)."
+    "The process-wide `HFScorer` of `source` with `settings` (loaded once and reused by every reward and evaluation until `release_scorers`)."
     key = (source, tuple(sorted((k, str(v)) for k, v in settings.items())))
     if key not in _HF_SCORERS: _HF_SCORERS[key] = HFScorer(source, **settings)
     return _HF_SCORERS[key]
+
+def release_scorers() -> int:
+    "Drop the process-wide hf scorers, so that their models leave the accelerator once no reward holds them (the next use loads them again); return how many were dropped. Cells call it between training and evaluation, and between the scorers evaluation loads."
+    import gc
+    n = len(_HF_SCORERS)
+    _HF_SCORERS.clear(); gc.collect()
+    if torch.cuda.is_available(): torch.cuda.empty_cache()
+    return n
 
 # %% ../../nbs/04_rewards.prm.ipynb #8faaa40f
 def _scorer(kind: str, backend: str, path, hub_id, **hf):
