@@ -152,7 +152,7 @@ def _plan(grid, prompt_len, peak, mfu, resources) -> int:
     print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
           f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
     multi = plan[plan.allocations > 1]
-    print(f"time limits: {plan.time_limit_min.min():.0f}-{plan.time_limit_min.max():.0f} min per allocation; "
+    print(f"time limits: {plan.time_limit_min.min():.0f}-{plan.time_limit_min.max():.0f} min per allocation (estimates cover the budgeted FLOPs, not evaluation); "
           + (f"{len(multi)} cell(s) need more than one allocation and rely on checkpoints (up to {multi.allocations.max():g})" if len(multi)
              else "every cell fits in one allocation"))
     if (plan.gpus.fillna(0) == 0).all(): print("resources: no GPUs requested (set resources.gpus for a GPU cluster)")

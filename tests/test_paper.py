@@ -36,7 +36,7 @@ def test_rehearsal_grid_runs_every_reward_system(data_dir, tmp_path):
     plan = subprocess.run([RACE, "grid", "plan", str(grid)], capture_output=True, text=True, env=env)
     assert plan.returncode == 0, plan.stderr
     assert "generation cycles" in plan.stdout
-    res = subprocess.run([RACE, "grid", "run", str(grid), "--runs", str(tmp_path), "--workers", "2"],
+    res = subprocess.run([RACE, "grid", "run", str(grid), "--runs", str(tmp_path)],  # workers: one per core, or per GPU where CUDA is
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
     from race_nb.grid import aggregate
