@@ -184,12 +184,15 @@ def cell_resources(g: dict, # a `load_grid` result
     out["time"] = parse_minutes(out["time"])
     return out
 
-def checkpointing(g: dict) -> dict:
-    "The cell template's checkpoint settings (train_cell's keywords) for a grid."
+def checkpointing(g: dict, # a `load_grid` result
+                  res: dict | None = None, # the cells' resources (`cell_resources`): a default interval fits their time limit
+                 ) -> dict:
+    "The cell template's checkpoint settings (train_cell's keywords) for a grid; `minutes` not given: 30, or half the usable time limit when that is shorter."
     ck = g.get("checkpoint", {})
     if ck is False or ck is None: return dict(checkpoint=False)
-    ck = {**DEFAULT_CHECKPOINT, **ck}
-    return dict(checkpoint_steps=ck["steps"], checkpoint_minutes=ck["minutes"])
+    minutes = ck.get("minutes", DEFAULT_CHECKPOINT["minutes"])
+    if "minutes" not in ck and res is not None: minutes = min(minutes, max(1.0, (res["time"] - res["signal_delay"] / 60) / 2))
+    return dict(checkpoint_steps=ck.get("steps", DEFAULT_CHECKPOINT["steps"]), checkpoint_minutes=minutes)
 
 def parse_resource_args(items: list[str]) -> dict:
     "`KEY=VALUE` pairs from the command line (values read as YAML: 2 is a number, 4:00:00 a string), checked like the grid's."
@@ -304,10 +307,11 @@ def check_schedule(g: dict, # a `load_grid` result
                    resources: dict | None = None, # command-line resource overrides
                   ) -> None:
     "Refuse, before anything is submitted, time limits that no checkpoint interval fits in and cells that can neither finish within their limit nor checkpoint."
-    ck, name = checkpointing(g), g.get("name", "grid")
+    name = g.get("name", "grid")
     bad = lambda msg: GridError(f"{name}: {msg}")
     for row, c in zip(plan.itertuples(), g["cells"]):
         res = cell_resources(g, c["params"], resources)
+        ck = checkpointing(g, res)
         usable = res["time"] - res["signal_delay"] / 60
         what = f"cell {row.cell} ({row.model}, {row.reward}, {row.arm}, budget {row.budget:.3g})"
         if usable <= 0:
@@ -576,7 +580,7 @@ def _executor(folder: Path, cluster: str | None, res: dict):
 
 # %% ../nbs/07_grid.ipynb #cbabbcde
 def _run_slurm(todo: list, # (cell folder, params, resources) of each cell to run
-               folder: Path, retry_failed: bool, cluster: str | None, checkpoint: dict | None) -> dict:
+               folder: Path, retry_failed: bool, cluster: str | None, g: dict) -> dict:
     "Submit the cells as submitit jobs (one array per set of resources), wait for them, return each cell's status."
     groups = {}
     for d, p, res in todo: groups.setdefault(json.dumps(res, sort_keys=True, default=str), []).append((d, p))
@@ -587,7 +591,7 @@ def _run_slurm(todo: list, # (cell folder, params, resources) of each cell to ru
         wait = max(10.0, res["signal_delay"] - 20)  # the kernel's checkpoint must land before Slurm's kill
         try:
             with ex.batch():
-                subs = [ex.submit(CellJob(d, p, retry_failed, res.get("cpus"), checkpoint, wait)) for d, p in cells]
+                subs = [ex.submit(CellJob(d, p, retry_failed, res.get("cpus"), checkpointing(g, res), wait)) for d, p in cells]
         except Exception as e:  # sbatch refused the request: say which resources and where the script it refused is
             scripts = sorted(Path(folder).glob(".submission_file_*.sh"), key=lambda p: p.stat().st_mtime)
             raise GridError(f"the cluster refused {len(cells)} cell(s) asking for {', '.join(f'{k}={v}' for k, v in res.items() if v is not None)}: "
@@ -643,7 +647,7 @@ def run_grid(grid_path, # grid YAML
         if executor == "local":
             per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
             _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
-        else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, checkpointing(g))
+        else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, g)
     return root
 
 # %% ../nbs/07_grid.ipynb #bb057ab3

@@ -83,11 +83,11 @@ def test_bad_input_is_refused_before_training(data_dir, tmp_path):
 
 
 def test_template_declares_no_cell_fields_and_overrides_work(tmp_path):
-    "The template's only parameters are the params file, the output folder and overrides; -p on a field and overrides both reach the CellConfig."
+    "The template's only parameters are the params file, the output folder, overrides and the checkpoint settings; -p on a field and overrides both reach the CellConfig."
     import nbformat, yaml
     tpl = project_root() / "nbs" / "experiments" / "grpo_cell.ipynb"
     params = next(c for c in nbformat.read(tpl, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
-    assert {l.split(":")[0] for l in params.source.splitlines() if l and not l.startswith("#")} == {"params_file", "output_dir", "overrides"}
+    assert {l.split(":")[0] for l in params.source.splitlines() if l and not l.startswith("#")} == {"params_file", "output_dir", "overrides", "checkpoint"}
     CellConfig(budget=3e10, n_eval=5, prompts_per_step=4, eval_max_new_tokens=32).to_yaml(tmp_path / "params.yaml")
     out = tmp_path / "cell"
     import papermill as pm
