@@ -59,6 +59,17 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--renderer", choices=("auto", "quarto", "fallback"), default="auto",
                      help="auto: quarto when on PATH, else the nbconvert fallback")
     rep.add_argument("--full", default=None, help="full-budget runs of the same configurations: the RACE page validates against them")
+    pil = sub.add_parser("pilot", help="RACE on your own run: a pilot grid around a notebook that meets the cell contract, and the call")
+    pil.add_argument("template", help="your notebook (parameters cell with n, m, mu, beta, budget, seed, output_dir; finish_run at the end)")
+    pil.add_argument("--budget", type=float, required=True, help="the full run's FLOP budget the call is for")
+    pil.add_argument("--arms", nargs="+", default=None, help="arms to compare, by name or fields (default: n16-m4 n8-m8 n4-m4-mu4)")
+    pil.add_argument("--fraction", type=float, default=0.1, help="each pilot cell's share of the full budget (default 0.1)")
+    pil.add_argument("--seeds", nargs="+", type=int, default=None, help="the pilot's own seeds (default 1001 1002)")
+    pil.add_argument("--set", nargs="+", default=None, metavar="KEY=VALUE", help="your notebook's own parameters, fixed for every cell")
+    pil.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
+    pil.add_argument("--workers", type=int, default=None, help="local worker processes")
+    pil.add_argument("--executor", choices=("local", "slurm"), default="local")
+    pil.add_argument("--flop-check", action="store_true", help="train every cell under FlopCounterMode too and print ledger / count")
     demo = sub.add_parser("demo", help="run the demo pilot grid on the tiny CPU scale and summarise it")
     demo.add_argument("--workers", type=int, default=None, help="local worker processes (default: number of cores)")
     demo.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
@@ -161,6 +172,25 @@ def _plan(grid, prompt_len, peak, mfu, resources) -> int:
         print(f"the Slurm executor would refuse this grid: {e}"); return 1
     return 0
 
+# %% ../nbs/20_cli.ipynb #55254797
+def _pilot(args) -> int:
+    "`race pilot`: build and run the pilot grid around the user's notebook, print the call per target and the recommended trl settings."
+    import yaml
+    from race_nb.pilot import PILOT_SEEDS, run_pilot
+    params = {}
+    for it in args.set or []:
+        k, eq, v = it.partition("=")
+        if not eq: raise ValueError(f"--set {it!r}: write KEY=VALUE")
+        params[k] = yaml.safe_load(v)
+    res = run_pilot(args.template, args.budget, arms=args.arms, fraction=args.fraction, seeds=args.seeds or PILOT_SEEDS, params=params,
+                    runs_root=args.runs, workers=args.workers, executor=args.executor, flop_check=args.flop_check)
+    print(res)
+    if args.flop_check and "flopcounter_total" in res.cells:
+        done = res.cells[res.cells.status == "done"]
+        ratio = done.flops_total / done.flopcounter_total
+        print(f"ledger / FlopCounterMode over {len(done)} cells: {ratio.min():.4f}-{ratio.max():.4f}")
+    return 0
+
 # %% ../nbs/20_cli.ipynb #f95002f8
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `race` console script; returns the exit status."
@@ -196,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             from race_nb.report import render_report
             index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full)
             print(f"report rendered with {renderer}: {len(list(index.parent.glob('*.html')))} pages, open {index.resolve()}")
+        elif args.command == "pilot": return _pilot(args)
         elif args.command == "demo":
             return demo(args.workers, args.runs)
     except (FileNotFoundError, ValueError, GridError) as e:

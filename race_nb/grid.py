@@ -10,20 +10,20 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 from .core import atomic_path, check_positive, project_root, trained_record, write_atomic
-from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, CellConfig, check_reward_tasks, is_checkpoint_ref
+from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
-           'STATUSES', 'TEMPLATE', 'STOPPING', 'METRIC_COLUMNS', 'GridError', 'parse_minutes', 'cell_resources',
-           'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate', 'plan_grid',
-           'check_schedule', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status', 'cell_done',
-           'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob',
-           'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
+           'STATUSES', 'TEMPLATE', 'STOPPING', 'METRIC_COLUMNS', 'GridError', 'arm_name', 'arm_spec', 'parse_minutes',
+           'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate',
+           'plan_grid', 'check_schedule', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status',
+           'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'visible_gpus', 'gpu_slots',
+           'CellJob', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
-GRID_KEYS = ("name", "description", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint")
+GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint")
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(CellConfig))
 
 class GridError(ValueError):
@@ -43,8 +43,26 @@ def _key_lines(text: str) -> dict:
     return out
 
 # %% ../nbs/07_grid.ipynb #0501b0bc
-def _check_values(key: str, values: list, fail):
-    "Check the values of a model, reward or arm axis against the registries."
+def arm_name(n: int, m: int, mu: int = 1, beta: float = 0.0) -> str:
+    "The label of an arm by its fields: n8-m4, n8-m8-mu2, n8-m8-b0.04."
+    return f"n{n}-m{m}" + (f"-mu{mu}" if mu != 1 else "") + (f"-b{beta:g}" if beta else "")
+
+def arm_spec(name: str) -> Arm:
+    "A registered arm (`data/arms.csv`), or one written by its fields (`arm_name`: n16-m8, n8-m8-mu3, n8-m8-b0.04)."
+    import re
+    if name in ARMS: return ARMS[name]
+    m = re.fullmatch(r"n(\d+)-m(\d+)(?:-mu(\d+))?(?:-b([0-9.eE+-]+))?", str(name))
+    if not m: raise ValueError(f"unknown arm {name!r}; valid: {', '.join(sorted(ARMS))}, or fields as n16-m8, n8-m8-mu2, n8-m8-b0.04")
+    return Arm(str(name), int(m[1]), int(m[2]), int(m[3] or 1), float(m[4] or 0.0))
+
+def _check_values(key: str, values: list, fail, template: bool = False):
+    "Check the values of a model, reward or arm axis against the registries (a user template: arms only, by name or by fields)."
+    if template:
+        if key != "arm": return
+        for v in values:
+            try: arm_spec(v)
+            except ValueError as e: fail(key, str(e))
+        return
     valid = {"model": MODELS, "reward": TRAINING_REWARDS, "arm": ARMS}.get(key)
     if valid is None: return
     for v in values:
@@ -67,16 +85,18 @@ def _parse(path: Path) -> tuple[dict, dict]:
 def _check_sections(g: dict, fail) -> None:
     "Known top-level keys, a usable name, and `fixed`/`axes` mappings of cell parameters (budget and seed have their own lists)."
     for k in g:
-        if k not in GRID_KEYS: fail(k, f"unknown key; valid: {', '.join(GRID_KEYS)}")
+        if k not in GRID_KEYS and k not in ("_template", "_template_params"): fail(k, f"unknown key; valid: {', '.join(GRID_KEYS)}")  # _template: load_grid's
     if not isinstance(g.get("name"), str) or not g["name"].replace("-", "").replace("_", "").isalnum():
         fail("name", "the grid needs a name of letters, digits, '-' or '_'")
     fixed, axes = g.get("fixed") or {}, g.get("axes") or {}
     if not isinstance(fixed, dict): fail("fixed", "must be a mapping of cell parameters")
     if not isinstance(axes, dict) or not axes: fail("axes", "must be a non-empty mapping of parameter -> list")
+    valid = [f for f in CELL_FIELDS if f not in ("budget", "seed")]
+    if g.get("_template") is not None:  # a user's notebook: its own parameters, and the arm by name or by its fields
+        valid = ["arm"] + [p for p in g["_template_params"] if p not in ("budget", "seed", "output_dir")]
     for sect, d in (("fixed", fixed), ("axes", axes)):
         for k in d:
-            if k not in CELL_FIELDS or k in ("budget", "seed"):
-                fail(f"{sect}.{k}", f"unknown parameter; valid: {', '.join(f for f in CELL_FIELDS if f not in ('budget', 'seed'))}")
+            if k not in valid: fail(f"{sect}.{k}", f"unknown parameter; valid: {', '.join(valid)}")
 
 # %% ../nbs/07_grid.ipynb #1300c22d
 def _check_axes(g: dict, fail) -> None:
@@ -84,9 +104,9 @@ def _check_axes(g: dict, fail) -> None:
     for k, v in (g.get("axes") or {}).items():
         if not isinstance(v, list): fail(f"axes.{k}", "an axis must be a list")
         if not v: fail(f"axes.{k}", "empty axis: a grid needs at least one value per axis")
-        _check_values(k, v, lambda key, msg: fail(f"axes.{k}", msg))
+        _check_values(k, v, lambda key, msg: fail(f"axes.{k}", msg), g.get("_template") is not None)
     for k, v in (g.get("fixed") or {}).items():
-        if k in ("model", "reward", "arm"): _check_values(k, [v], lambda key, msg: fail(f"fixed.{k}", msg))
+        if k in ("model", "reward", "arm"): _check_values(k, [v], lambda key, msg: fail(f"fixed.{k}", msg), g.get("_template") is not None)
 
 # %% ../nbs/07_grid.ipynb #ac549fd8
 def _check_budgets_seeds(g: dict, fail) -> None:
@@ -207,14 +227,49 @@ def parse_resource_args(items: list[str]) -> dict:
     if "by" in out: fail("by", "per-axis overrides live in the grid file")
     return out
 
+# %% ../nbs/07_grid.ipynb #4a0be181
+def _load_template(g: dict, path: Path, fail) -> None:
+    "A grid naming its own notebook (`template:`, relative to the grid file): check it meets the cell contract, before anything runs."
+    from race_nb.contract import TemplateError, check_template
+    t = g.get("template")
+    if t is None: return
+    if not isinstance(t, str) or not t.endswith(".ipynb"): fail("template", f"a notebook path (.ipynb), got {t!r}")
+    p = (path.parent / t).resolve()
+    try: g["_template_params"] = check_template(p)
+    except TemplateError as e: fail("template", str(e))
+    g["_template"] = str(p)
+
+def _resolve_template(g: dict, fail) -> list[dict]:
+    "Cells of a user-template grid: the template's parameters, the arm expanded into n, m, mu, beta, the template's path; model and reward labels for tables."
+    fixed, axes = dict(g.get("fixed") or {}), g["axes"]
+    keys, cells = list(axes), []
+    for combo in itertools.product(*(axes[k] for k in keys), g["budgets"], g["seeds"]):
+        d = {**fixed, **dict(zip(keys, combo[:-2])), "budget": float(combo[-2]), "seed": combo[-1]}
+        if "arm" in d:
+            a = arm_spec(d["arm"])
+            clash = [k for k in ("n", "m", "mu", "beta") if k in d and float(d[k]) != float(getattr(a, k))]
+            if clash: fail("axes", f"arm {a.name} sets {', '.join(clash)}; give the arm or its fields, not both")
+            d.update(n=a.n, m=a.m, mu=a.mu, beta=a.beta)
+        else:
+            try: a = Arm(arm_name(int(d.get("n", 0)), int(d.get("m", d.get("n", 0))), int(d.get("mu", 1)), float(d.get("beta", 0.0))),
+                         int(d.get("n", 0)), int(d.get("m", d.get("n", 0))), int(d.get("mu", 1)), float(d.get("beta", 0.0)))
+            except ValueError as e: fail("axes", f"{e}; give each cell an arm (axes.arm) or its fields n, m, mu, beta")
+            d.update(arm=a.name, n=a.n, m=a.m, mu=a.mu, beta=a.beta)
+        params = {"template": g["_template"], "model": d.pop("model", Path(g["_template"]).stem), "reward": d.pop("reward", "own"), **d}
+        cells.append(dict(id=cell_id(params), params=params))
+    ids = [c["id"] for c in cells]
+    if len(set(ids)) != len(ids): fail("axes", "two cells resolve to the same parameters (duplicate axis values?)")
+    return cells
+
 # %% ../nbs/07_grid.ipynb #e9fba8fc
 def load_grid(path) -> dict:
     "Parse and validate a grid file; raise `GridError` naming what is wrong and where (file:line: key: problem)."
     path = Path(path)
     g, lines = _parse(path)
     def fail(key, msg): raise GridError(f"{path}:{lines.get(key, '?')}: {key}: {msg}")
+    _load_template(g, path, fail)
     for check in (_check_sections, _check_axes, _check_budgets_seeds, _check_resources): check(g, fail)
-    g["cells"] = _resolve(g, fail)
+    g["cells"] = _resolve_template(g, fail) if g.get("_template") is not None else _resolve(g, fail)
     return g
 
 # %% ../nbs/07_grid.ipynb #38c7edbf
@@ -285,6 +340,12 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
     rate = rate if rate is not None else measured_rate()
     flops_per_s = rate["flops_per_s"] if rate else peak * mfu
     for c in g["cells"]:
+        if "template" in c["params"]:  # a user's notebook: its FLOPs per cycle are unknown before it runs; the budget still sets the time
+            p, nan = c["params"], float("nan")
+            rows.append(dict(cell=c["id"], model=p["model"], reward=p["reward"], arm=p["arm"], budget=p["budget"], seed=p["seed"],
+                             **dict.fromkeys(("cycle_flops", "cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho"), nan),
+                             gpu_hours=p["budget"] / flops_per_s / 3600, **_allocation(g, p, resources, p["budget"] / flops_per_s / 60)))
+            continue
         cfg = CellConfig.from_dict(c["params"])
         arm, P = cfg.resolved_arm(), prompt_len or (16 if cfg.train_data.startswith("arith") else 256)
         key = (cfg.model, cfg.model_path, cfg.lora_r, cfg.reward, json.dumps(cfg.reward_settings, sort_keys=True))
@@ -405,6 +466,8 @@ def template_path() -> Path:
 # %% ../nbs/07_grid.ipynb #36b802c8
 def _papermill_params(params: dict, cell_dir: Path, checkpoint: dict | None = None) -> dict:
     "The template reads the cell's params.yaml: one source of truth, no per-field parameters; `checkpoint`: train_cell's checkpoint settings."
+    if "template" in params:  # a user's notebook takes its parameters one by one (those it does not declare are dropped)
+        return {**{k: v for k, v in params.items() if k != "template"}, "output_dir": str(cell_dir)}
     return {"params_file": str(cell_dir / "params.yaml"), "output_dir": str(cell_dir), "checkpoint": checkpoint or {}}
 
 # %% ../nbs/07_grid.ipynb #5274d4df
@@ -429,7 +492,7 @@ def _execute(cell_dir: Path, params: dict, kernel: str, checkpoint: dict | None 
     "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
     from race_nb.core import run_notebook
     with open(cell_dir / "cell.log", "w") as logf:
-        run_notebook(template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir, checkpoint), cell_dir, kernel,
+        run_notebook(Path(params["template"]) if "template" in params else template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir, checkpoint), cell_dir, kernel,
                      stdout_file=logf, stderr_file=logf)
     if valid_metrics(cell_dir) is None: raise RuntimeError("the cell notebook finished without a valid metrics.json")
 
@@ -701,7 +764,8 @@ def aggregate(runs_dir, # a grid's runs folder
         status = shown_status(st, m)
         row = dict(cell=d.name, status=status, **{k: v for k, v in p.items() if not isinstance(v, dict)},
                    wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error"))
-        for k in METRIC_COLUMNS: row[k] = (m or {}).get(k) if status == "done" else None
+        own = tuple((m or {}).get("targets", ())) + tuple(k for k in (m or {}) if k.startswith("flopcounter_"))  # a user template's targets; FLOP checks
+        for k in METRIC_COLUMNS + own: row[k] = (m or {}).get(k) if status == "done" else None  # a user template's own targets too
         rows.append(row)
     df = pd.DataFrame(rows)
     if write and len(df):

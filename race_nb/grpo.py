@@ -492,7 +492,7 @@ def floating_point_ops(self: LedgerGRPOTrainer, inputs) -> float:
 # %% ../nbs/05_grpo.ipynb #2abaae43
 @patch
 def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs):
-    "trl's `train`; resumes a checkpoint's ledger, then prints the compute card and writes it (and the ledger) to output_dir."
+    "trl's `train`; resumes a checkpoint's ledger, then prints the compute card and writes it (and the ledger) to output_dir. With RACE_FLOP_CHECK=1 it runs under FlopCounterMode and keeps the count per component in `flop_counts`."
     ckpt = resume_from_checkpoint
     if ckpt is True:
         from transformers.trainer_utils import get_last_checkpoint
@@ -500,7 +500,10 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
     if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
         self.ledger._events.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet").events)
         self._flos_seen = self.ledger.total
-    with _quiet_deprecations(): out = GRPOTrainer.train(self, resume_from_checkpoint, *args, **kwargs)
+    run = lambda: GRPOTrainer.train(self, resume_from_checkpoint, *args, **kwargs)
+    with _quiet_deprecations():  # RACE_FLOP_CHECK=1 (a pilot's --flop-check): the whole run under FlopCounterMode, by component
+        if os.environ.get("RACE_FLOP_CHECK") == "1": out, self.flop_counts = count_by_component(self, run)
+        else: out = run()
     if self.report_card and self.accelerator.is_main_process:
         card = self.ledger.compute_card(title=f"compute card: {self.state.global_step} step(s), output_dir {self.args.output_dir}")
         if self.uncharged: card += f"\n  charged 0 FLOPs (no model declared): {', '.join(self.uncharged)}"

@@ -589,13 +589,23 @@ def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: p
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #67a2f9e9
-def diagnose_runs(runs_dir, targets=TARGETS, th: Thresholds = Thresholds()) -> pd.DataFrame:
-    "Regime table of a grid's runs folder."
+def diagnose_runs(runs_dir, targets=None, th: Thresholds = Thresholds()) -> pd.DataFrame:
+    "Regime table of a grid's runs folder; targets (default): ours, or those a user template's finishing call recorded."
     from pathlib import Path
     from race_nb.grid import aggregate, per_prompt_results
     p = Path(runs_dir) / "results.parquet"
     res = pd.read_parquet(p) if p.exists() else aggregate(runs_dir)
-    return diagnose(res, targets, th, per_prompt_results(runs_dir))
+    if targets is None:
+        targets = [t for t in TARGETS if t in res.columns and res[t].notna().any()]
+        if not targets and "template" in res.columns:
+            from race_nb.pilot import run_targets
+            targets = run_targets(res, runs_dir)
+    keys = config_keys(res)
+    if "template" in res.columns and len(res):  # a user template's own parameters that vary form configurations too
+        params = yaml.safe_load((Path(runs_dir) / res.cell.iloc[0] / "params.yaml").read_text())
+        within = {"template", "arm", "n", "m", "mu", "beta", "budget", "seed", "output_dir"}
+        keys += [c for c in params if c not in within and c not in keys and c in res.columns and res[c].astype(str).nunique() > 1]
+    return diagnose(res, targets, th, per_prompt_results(runs_dir), keys=keys)
 
 def format_regimes(tab: pd.DataFrame) -> str:
     "The regime table as text."

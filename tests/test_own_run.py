@@ -1,0 +1,77 @@
+"""RACE on a user's own run: a notebook that does not use our CellConfig (nbs/experiments/own_run.ipynb: a Qwen2.5-format toy
+policy, its own dataset columns, reward and evaluation) through `race pilot` and `race grid run` + `race diagnose`."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from race_nb.core import project_root
+from race_nb.grid import GridError, aggregate, grid_status, load_grid, run_grid
+
+RACE = str(Path(sys.executable).with_name("race"))
+OWN = project_root() / "nbs" / "experiments" / "own_run.ipynb"
+
+
+def variant(tmp_path, name, old, new):
+    "The own-run notebook with one edit (a broken template)."
+    text = OWN.read_text()
+    assert old in text, old
+    p = tmp_path / f"{name}.ipynb"
+    p.write_text(text.replace(old, new))
+    return p
+
+
+def test_race_pilot_on_a_user_notebook(tmp_path):
+    "race pilot: every cell's ledger equals FlopCounterMode within 1%, and a call or an abstention is printed with the pilot's cost."
+    res = subprocess.run([RACE, "pilot", str(OWN), "--budget", "4e9", "--fraction", "0.25", "--arms", "n4-m4", "n4-m4-mu2",
+                          "--seeds", "1001", "1002", "--set", "completion_tokens=8", "--flop-check", "--runs", str(tmp_path)],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    cells = aggregate(tmp_path / "pilot-own_run")
+    assert len(cells) == 4 and (cells.status == "done").all(), cells[["arm", "seed", "status", "error"]]
+    ratio = cells.flops_total / cells.flopcounter_total
+    assert ratio.between(0.99, 1.01).all(), ratio
+    assert (cells.flops_total >= cells.budget).all() and {"digit_share", "counts"} <= set(cells.columns)
+    for target in ("digit_share", "counts"):
+        line = next(l for l in res.stdout.splitlines() if l.strip().startswith(target))
+        assert any(c in line for c in ("high-update", "low-update", "abstain")), line
+    assert "of the full budget 4e+09" in res.stdout and "GRPOConfig(num_generations=4" in res.stdout
+    assert "ledger / FlopCounterMode over 4 cells" in res.stdout
+    # the grid machinery works unchanged on it: status, diagnose
+    st = subprocess.run([RACE, "grid", "status", str(tmp_path / "pilot-own_run")], capture_output=True, text=True)
+    assert st.returncode == 0 and "done    4" in st.stdout.replace("done   4", "done    4"), st.stdout
+    dg = subprocess.run([RACE, "diagnose", str(tmp_path / "pilot-own_run")], capture_output=True, text=True)
+    assert dg.returncode == 0 and "digit_share" in dg.stdout, dg.stdout + dg.stderr
+    print(res.stdout)
+
+
+def test_broken_templates_are_refused_before_anything_runs(tmp_path):
+    no_finish = variant(tmp_path, "nofinish", "metrics = finish_run(trainer", "metrics = dict(trainer=trainer")
+    no_arm = variant(tmp_path, "noarm", '"mu: int = 1\\n",', '')
+    for tpl, msg in ((no_finish, "never calls finish_run"), (no_arm, "lacks mu")):
+        g = tmp_path / f"{tpl.stem}.yaml"
+        g.write_text(f"name: {tpl.stem}\ntemplate: {tpl.name}\naxes:\n  arm: [n4-m4]\nbudgets: [1.0e9]\nseeds: [0]\n")
+        with pytest.raises(GridError, match=msg): load_grid(g)
+        res = subprocess.run([RACE, "pilot", str(tpl), "--budget", "4e9", "--runs", str(tmp_path / "runs")], capture_output=True, text=True)
+        assert res.returncode == 1 and msg in res.stderr, res.stderr
+    assert not (tmp_path / "runs").exists()
+    g = tmp_path / "bad-param.yaml"
+    g.write_text(f"name: badp\ntemplate: {OWN}\nfixed: {{temperature: 0.7}}\naxes:\n  arm: [n4-m4]\nbudgets: [1.0e9]\nseeds: [0]\n")
+    with pytest.raises(GridError, match="fixed.temperature: unknown parameter; valid: arm, n, m, mu, beta, learning_rate"): load_grid(g)
+
+
+def test_failing_and_silent_templates_are_failed_cells_and_the_rest_go_on(tmp_path):
+    "A cell that stops before its budget, or ends without metrics, is recorded failed with the reason; the other cells finish."
+    short = variant(tmp_path, "short", "max_steps=100_000", "max_steps=(1 if mu == 2 else 100_000)")
+    silent = variant(tmp_path, "silent", "metrics = finish_run(trainer", "metrics = dict.fromkeys(('digit_share', 'counts', 'rho', 'steps', 'flops_total', 'budget'), 0) if mu == 2 else finish_run(trainer")
+    for tpl, why in ((short, "raise max_steps"), (silent, "without a valid metrics.json")):
+        g = tmp_path / f"{tpl.stem}.yaml"
+        g.write_text(f"name: {tpl.stem}\ntemplate: {tpl.name}\nfixed: {{completion_tokens: 8}}\naxes:\n  arm: [n4-m4, n4-m4-mu2]\n"
+                     "budgets: [1.0e9]\nseeds: [0]\n")
+        st = grid_status(run_grid(g, runs_root=tmp_path / "runs", workers=2))
+        assert sorted(st.status) == ["done", "failed"], st
+        failed = st[st.status == "failed"].iloc[0]
+        assert failed.arm == "n4-m4-mu2" and why in json.dumps(json.loads((tmp_path / "runs" / tpl.stem / failed.cell / "status.json").read_text()))
