@@ -14,10 +14,10 @@ from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'SITE_CSS', 'PAGE_PRELOAD', 'load_results', 'load_ledgers', 'label',
-           'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers',
+__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'SITE_CSS', 'PAGE_PRELOAD', 'USER_PAGES', 'load_results', 'load_ledgers',
+           'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers',
            'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'learning_curves', 'plot_learning_curves',
-           'plot_size_budget', 'report_pages', 'render_report']
+           'plot_size_budget', 'report_pages', 'user_grid', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -402,12 +402,21 @@ def _quarto(executed: Path, out: Path, pages) -> None:
     for stem, _ in pages: nbformat.write(_for_readers(nbformat.read(executed / f"{stem}.ipynb", as_version=4)), proj / f"{stem}.ipynb")
     q = yaml.safe_load((project_root() / "_quarto.yml").read_text())
     q["project"].update({"output-dir": str(out.resolve()), "render": [f"{s}.ipynb" for s, _ in pages]})
+    stems = {s for s, _ in pages}
+    q["website"]["navbar"]["left"] = [i for i in q["website"]["navbar"]["left"] if Path(i["href"]).stem in stems]  # a user grid's shorter site
     for item in q["website"]["navbar"]["left"]: item["href"] = Path(item["href"]).name
     (proj / "_quarto.yml").write_text(yaml.safe_dump(q, sort_keys=False))
     subprocess.run(["quarto", "render", str(proj)], check=True)
 
 # %% ../nbs/09_report.ipynb #92c10a36
 PAGE_PRELOAD = ("race_nb.report", "race_nb.race", "race_nb.grid", "race_nb.flops", "pandas", "matplotlib.pyplot", "IPython.display") # what the pages import: their kernels are forked with it loaded (`race_nb.kernels`)
+
+# %% ../nbs/09_report.ipynb #d828f2ca
+USER_PAGES = ("index", "compute", "race", "method") # the pages of a grid of a user's own notebook (its own targets)
+
+def user_grid(results: pd.DataFrame) -> bool:
+    "Are these the cells of a user's own notebook (a grid's `template:`), whose targets are not race_nb's?"
+    return "template" in results.columns and results.template.notna().any()
 
 # %% ../nbs/09_report.ipynb #0b5b0f16
 def render_report(runs_dir, # a grid's runs folder
@@ -417,18 +426,18 @@ def render_report(runs_dir, # a grid's runs folder
                   full_dir=None, # runs folder of full-budget runs of the same configurations (the RACE page validates against it)
                   workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
                  ) -> tuple[Path, str]:
-    "Execute the report pages against `runs_dir` and render the site; return (index page, renderer used)."
+    "Execute the report pages against `runs_dir` and render the site; return (index page, renderer used). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets."
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from tqdm import tqdm
     from race_nb.core import check_choice, run_notebook
     from race_nb.kernels import warm_kernels
     check_choice("renderer", renderer, ("auto", "quarto", "fallback"))
     runs_dir, out = Path(runs_dir).resolve(), Path(out)
-    load_results(runs_dir)  # fails early, and writes results.parquet
+    own = user_grid(load_results(runs_dir))  # fails early, and writes results.parquet
     if full_dir: full_dir = Path(full_dir).resolve(); load_results(full_dir)
     if renderer == "auto": renderer = "quarto" if shutil.which("quarto") else "fallback"
     if renderer == "quarto" and not shutil.which("quarto"): raise FileNotFoundError("quarto is not on PATH; use renderer='fallback'")
-    pages = report_pages()
+    pages = [p for p in report_pages() if not own or p[0] in USER_PAGES]
     out.mkdir(parents=True, exist_ok=True)
     executed = out / "_executed"
     executed.mkdir(exist_ok=True)
