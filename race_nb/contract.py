@@ -107,7 +107,7 @@ def finish_run(trainer, # the LedgerGRPOTrainer that trained, under its budget
     _check_run(trainer, out)
     led = trainer.ledger
     t, u = led.totals(), led.totals(useful=True)
-    metrics = dict(**means, targets=list(means), **_arm_of(trainer), rho=led.rho, flops_total=led.total, budget=led.budget,
+    metrics = dict(**means, targets=list(means), **_arm_of(trainer), resumed_from=getattr(trainer, "resumed_from", []), rho=led.rho, flops_total=led.total, budget=led.budget,
                    overshoot=led.overshoot, steps=trainer.state.global_step, **{f"flops_{c}": t[c] for c in t},
                    **{f"useful_flops_{c}": u[c] for c in t}, versions=versions(), **extra)
     if getattr(trainer, "flop_counts", None):  # trained under FlopCounterMode (RACE_FLOP_CHECK=1)
@@ -117,4 +117,7 @@ def finish_run(trainer, # the LedgerGRPOTrainer that trained, under its budget
     write_atomic(out / "compute_card.txt", led.compute_card(title=f"compute card: {trainer.state.global_step} step(s)") + "\n")
     if per: write_per_prompt(out / "per_prompt.parquet", per)
     write_json(out / "metrics.json", metrics)
+    if os.environ.get("RACE_CELL_CHECKPOINT") is not None:  # a grid cell: its checkpoints are superseded by the outputs
+        import shutil
+        for c in Path(trainer.args.output_dir).glob("checkpoint-*"): shutil.rmtree(c, ignore_errors=True)
     return metrics

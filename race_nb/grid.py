@@ -520,6 +520,8 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
         where = {k: os.environ[v] for k, v in (("gpus_visible", "CUDA_VISIBLE_DEVICES"), ("slurm_job", "SLURM_JOB_ID"),
                                                 ("slurm_restarts", "SLURM_RESTART_COUNT")) if v in os.environ}
         set_status(cell_dir, "running", start=t0, **where); _attempt(cell_dir, "start")
+        if "template" in params: os.environ["RACE_CELL_CHECKPOINT"] = json.dumps(checkpoint or {})  # a user notebook's trainer checkpoints too
+        else: os.environ.pop("RACE_CELL_CHECKPOINT", None)
         try: _execute(cell_dir, params, kernel, checkpoint)
         except Exception as e:  # any failure of the cell is recorded, not raised: the grid goes on
             stage = "evaluation" if trained_record(cell_dir) is not None else "training"

@@ -18,11 +18,11 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho',
-           'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted',
-           'last_checkpoint', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model', 'ModelCharge',
-           'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
-           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'CELL_CHECKPOINT_ENV', 'reward_model_flops', 'policy_flops', 'arm_flops',
+           'predict_rho', 'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback',
+           'CellInterrupted', 'last_checkpoint', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model',
+           'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
+           'vllm_stops', 'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -490,17 +490,24 @@ def floating_point_ops(self: LedgerGRPOTrainer, inputs) -> float:
     return delta
 
 # %% ../nbs/05_grpo.ipynb #2abaae43
+CELL_CHECKPOINT_ENV = "RACE_CELL_CHECKPOINT" # JSON checkpoint settings a grid gives a user's notebook: its trainer checkpoints and resumes like our cells
+
 @patch
 def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs):
-    "trl's `train`; resumes a checkpoint's ledger, then prints the compute card and writes it (and the ledger) to output_dir. With RACE_FLOP_CHECK=1 it runs under FlopCounterMode and keeps the count per component in `flop_counts`."
+    "trl's `train`; resumes a checkpoint's ledger (`True`: the newest complete one), then prints the compute card and writes it (and the ledger) to output_dir. In a grid cell of a user's notebook (RACE_CELL_CHECKPOINT) it checkpoints as our cells do and resumes by itself; with RACE_FLOP_CHECK=1 it runs under FlopCounterMode and keeps the count per component in `flop_counts`."
     ckpt = resume_from_checkpoint
-    if ckpt is True:
-        from transformers.trainer_utils import get_last_checkpoint
-        ckpt = get_last_checkpoint(self.args.output_dir)
+    if (cell := os.environ.get(CELL_CHECKPOINT_ENV)) is not None:
+        ck = json.loads(cell)
+        if ck.get("checkpoint", True):
+            self.add_callback(CheckpointCallback(self.num_iterations, ck.get("checkpoint_steps"), ck.get("checkpoint_minutes"),
+                                                 request_file=Path.cwd() / CHECKPOINT_REQUEST))  # the kernel runs in the cell folder
+            if ckpt is None: ckpt = True
+    if ckpt is True: ckpt = last_checkpoint(self.args.output_dir) if Path(self.args.output_dir).is_dir() else None
+    self.resumed_from = [int(Path(ckpt).name.split("-")[-1])] if ckpt else []
     if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
         self.ledger._events.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet").events)
         self._flos_seen = self.ledger.total
-    run = lambda: GRPOTrainer.train(self, resume_from_checkpoint, *args, **kwargs)
+    run = lambda: GRPOTrainer.train(self, str(ckpt) if ckpt else None, *args, **kwargs)
     with _quiet_deprecations():  # RACE_FLOP_CHECK=1 (a pilot's --flop-check): the whole run under FlopCounterMode, by component
         if os.environ.get("RACE_FLOP_CHECK") == "1": out, self.flop_counts = count_by_component(self, run)
         else: out = run()

@@ -79,3 +79,32 @@ def test_failing_and_silent_templates_are_failed_cells_and_the_rest_go_on(tmp_pa
         assert sorted(st.status) == ["done", "failed"], st
         failed = st[st.status == "failed"].iloc[0]
         assert failed.arm == "n4-m4-mu2" and why in json.dumps(json.loads((tmp_path / "runs" / tpl.stem / failed.cell / "status.json").read_text()))
+
+
+def test_user_notebook_cells_checkpoint_and_resume_after_kill9(tmp_path):
+    "A user's notebook in a grid checkpoints through LedgerGRPOTrainer (the grid's checkpoint block) and resumes after kill -9, ending as an uninterrupted run."
+    import os, signal, time
+    from test_resume import LEDGER_COLS
+    text = (f"name: own-ck\ntemplate: {OWN}\nfixed: {{completion_tokens: 8}}\naxes:\n  arm: [n4-m4]\nbudgets: [1.5e10]\nseeds: [0]\n"
+            "checkpoint: {steps: 2}\n")
+    (tmp_path / "g.yaml").write_text(text)
+    ref = run_grid(tmp_path / "g.yaml", runs_root=tmp_path / "ref", workers=1)
+    proc = subprocess.Popen([RACE, "grid", "run", str(tmp_path / "g.yaml"), "--runs", str(tmp_path / "runs"), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    root, deadline, at_kill = tmp_path / "runs" / "own-ck", time.time() + 300, None
+    while time.time() < deadline and proc.poll() is None:
+        steps = [int(p.name.split("-")[-1]) for p in root.glob("*/trl/checkpoint-*") if (p / "ledger.parquet").exists()]
+        if steps and max(steps) >= 6: at_kill = max(steps); break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+    assert at_kill is not None, "the cell finished before a checkpoint at step 6"
+    (cell,) = [d for d in root.iterdir() if (d / "params.yaml").exists()]
+    at_kill = max(int(p.name.split("-")[-1]) for p in (cell / "trl").glob("checkpoint-*") if (p / "ledger.parquet").exists())
+    time.sleep(2)  # the orphaned kernel dies with its parent
+    run_grid(tmp_path / "g.yaml", runs_root=tmp_path / "runs", workers=1)
+    (rcell,) = [d for d in (ref).iterdir() if (d / "params.yaml").exists()]
+    m, mr = (json.loads((c / "metrics.json").read_text()) for c in (cell, rcell))
+    assert m["resumed_from"] == [at_kill] and mr["resumed_from"] == []
+    for k in ("digit_share", "counts", "steps", "flops_total", "flops_search", "flops_learning", "rho"): assert m[k] == mr[k], (k, m[k], mr[k])
+    pd.testing.assert_frame_equal(pd.read_parquet(cell / "ledger.parquet")[LEDGER_COLS], pd.read_parquet(rcell / "ledger.parquet")[LEDGER_COLS])
+    assert not list((cell / "trl").glob("checkpoint-*"))
