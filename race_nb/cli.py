@@ -160,8 +160,12 @@ def _plan(grid, prompt_len, peak, mfu, resources) -> int:
     g = load_grid(grid)
     plan = plan_grid(g, prompt_len, peak, mfu, resources=resources)
     print(format_plan(plan))
-    print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
-          f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
+    if plan.cycles.isna().all():  # a user's notebook: what a cycle costs is known once it loads its model
+        print(f"\n{len(plan)} cells of {g['template']}: the FLOPs per cycle come from the model the notebook loads, so the cycles a budget "
+              f"buys are known once it runs; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
+    else:
+        print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
+              f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
     multi = plan[plan.allocations > 1]
     print(f"time limits: {plan.time_limit_min.min():.0f}-{plan.time_limit_min.max():.0f} min per allocation (estimates cover the budgeted FLOPs, not evaluation); "
           + (f"{len(multi)} cell(s) need more than one allocation and rely on checkpoints (up to {multi.allocations.max():g})" if len(multi)
