@@ -45,9 +45,16 @@ def same_run(a: Path, b: Path):
     pd.testing.assert_frame_equal(la, lb)
 
 
-def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path):
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    "One uninterrupted run of the cell the kill and the failed-evaluation tests interrupt (same parameters: the same cell id)."
+    tmp = tmp_path_factory.mktemp("reference")
+    return only_cell(run_grid(grid(tmp, "ck"), runs_root=tmp / "ref", workers=1))
+
+
+def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path, reference):
     "kill -9 of the runner mid-training; the rerun resumes from the newest checkpoint (at most one interval redone) and ends as an uninterrupted run."
-    ref = only_cell(run_grid(grid(tmp_path, "ck"), runs_root=tmp_path / "ref", workers=1))
+    ref = reference
     g = grid(tmp_path, "ck")
     proc = subprocess.Popen([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -73,12 +80,12 @@ def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path):
     print(f"killed with checkpoint-{at_kill} on disk; resumed from it; metrics and ledger equal the uninterrupted run's")
 
 
-def test_failed_evaluation_keeps_training_and_retries_only_evaluation(tmp_path):
+def test_failed_evaluation_keeps_training_and_retries_only_evaluation(tmp_path, reference):
     "Training outputs are written before evaluation; an evaluation that fails (here: an unusable cache folder) leaves them, and --retry-failed only evaluates."
-    g = grid(tmp_path, "ev", budget="3.0e10", extra="")
+    g = grid(tmp_path, "ck")
     env = {**os.environ, "RACE_NB_CACHE": "/dev/null/cache"}  # the warm baseline cannot be cached: evaluation fails
     subprocess.run([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1"], env=env, capture_output=True, timeout=300)
-    root = tmp_path / "runs" / "ev"
+    root = tmp_path / "runs" / "ck"
     cell = only_cell(root)
     st = grid_status(root)
     assert st.status.iloc[0] == "eval-failed" and st.trained.iloc[0], st
@@ -92,8 +99,7 @@ def test_failed_evaluation_keeps_training_and_retries_only_evaluation(tmp_path):
     assert grid_status(root).status.iloc[0] == "done"
     assert {f: (cell / f).stat().st_mtime_ns for f in before} == before  # the training stage was not rerun
     assert "GRPO budget" not in (cell / "cell.log").read_text()
-    ref = only_cell(run_grid(g, runs_root=tmp_path / "ref", workers=1))
-    same_run(ref, cell)
+    same_run(reference, cell)
 
 
 def test_local_workers_are_pinned_one_gpu_each(tmp_path, monkeypatch):
