@@ -488,12 +488,22 @@ def _failure(e: Exception) -> dict:
     return err
 
 # %% ../nbs/07_grid.ipynb #9e636d6e
+@contextlib.contextmanager
+def _cell_env(params: dict, checkpoint: dict | None):
+    "While a cell's kernel starts: a user notebook's trainer gets the grid's checkpoint settings (RACE_CELL_CHECKPOINT); the runner's environment is restored after."
+    old = os.environ.pop("RACE_CELL_CHECKPOINT", None)
+    if "template" in params: os.environ["RACE_CELL_CHECKPOINT"] = json.dumps(checkpoint or {})
+    try: yield
+    finally:
+        os.environ.pop("RACE_CELL_CHECKPOINT", None)
+        if old is not None: os.environ["RACE_CELL_CHECKPOINT"] = old
+
 def _execute(cell_dir: Path, params: dict, kernel: str, checkpoint: dict | None = None) -> None:
     "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
     from race_nb.core import run_notebook
-    with open(cell_dir / "cell.log", "w") as logf:
-        run_notebook(Path(params["template"]) if "template" in params else template_path(), cell_dir / "out.ipynb", _papermill_params(params, cell_dir, checkpoint), cell_dir, kernel,
-                     stdout_file=logf, stderr_file=logf)
+    with open(cell_dir / "cell.log", "w") as logf, _cell_env(params, checkpoint):
+        run_notebook(Path(params["template"]) if "template" in params else template_path(), cell_dir / "out.ipynb",
+                     _papermill_params(params, cell_dir, checkpoint), cell_dir, kernel, stdout_file=logf, stderr_file=logf)
     if valid_metrics(cell_dir) is None: raise RuntimeError("the cell notebook finished without a valid metrics.json")
 
 # %% ../nbs/07_grid.ipynb #5b5acd42
@@ -520,8 +530,6 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
         where = {k: os.environ[v] for k, v in (("gpus_visible", "CUDA_VISIBLE_DEVICES"), ("slurm_job", "SLURM_JOB_ID"),
                                                 ("slurm_restarts", "SLURM_RESTART_COUNT")) if v in os.environ}
         set_status(cell_dir, "running", start=t0, **where); _attempt(cell_dir, "start")
-        if "template" in params: os.environ["RACE_CELL_CHECKPOINT"] = json.dumps(checkpoint or {})  # a user notebook's trainer checkpoints too
-        else: os.environ.pop("RACE_CELL_CHECKPOINT", None)
         try: _execute(cell_dir, params, kernel, checkpoint)
         except Exception as e:  # any failure of the cell is recorded, not raised: the grid goes on
             stage = "evaluation" if trained_record(cell_dir) is not None else "training"

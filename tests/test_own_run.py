@@ -102,6 +102,7 @@ def test_user_notebook_cells_checkpoint_and_resume_after_kill9(tmp_path):
     at_kill = max(int(p.name.split("-")[-1]) for p in (cell / "trl").glob("checkpoint-*") if (p / "ledger.parquet").exists())
     time.sleep(2)  # the orphaned kernel dies with its parent
     run_grid(tmp_path / "g.yaml", runs_root=tmp_path / "runs", workers=1)
+    assert "RACE_CELL_CHECKPOINT" not in os.environ  # the runner's environment is left as it was (in-process cells)
     (rcell,) = [d for d in (ref).iterdir() if (d / "params.yaml").exists()]
     m, mr = (json.loads((c / "metrics.json").read_text()) for c in (cell, rcell))
     assert m["resumed_from"] == [at_kill] and mr["resumed_from"] == []
