@@ -14,7 +14,7 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %% auto #0
 __all__ = ['TRAINED', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive', 'check_choice',
-           'atomic_path', 'write_atomic', 'trained_record', 'run_notebook']
+           'atomic_path', 'write_atomic', 'trained_record', 'last_checkpoint', 'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -82,6 +82,12 @@ def trained_record(cell_dir) -> dict | None:
     try: rec = json.loads((out / TRAINED).read_text())
     except (FileNotFoundError, json.JSONDecodeError): return None
     return rec if (out / "ledger.parquet").exists() and (out / "adapter").is_dir() else None
+
+def last_checkpoint(folder) -> Path | None:
+    "The newest complete trl checkpoint in `folder` (`checkpoint-N` holding its trainer state and, written last, its ledger), or None."
+    done = [p for p in Path(folder).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()
+            and (p / "trainer_state.json").exists() and (p / "ledger.parquet").exists()]
+    return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 # %% ../nbs/00_core.ipynb #cfe69519
 QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise

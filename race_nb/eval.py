@@ -61,7 +61,9 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
     return out
 
 # %% ../nbs/06_eval.ipynb #cb25e7e9
-def warm_baseline(cfg: CellConfig) -> dict:
+def warm_baseline(cfg: CellConfig,
+                  make_room=None, # called before the baseline policy is loaded, only when it is not cached (a cell moves its own policy off the GPU)
+                 ) -> dict:
     "Targets of the un-post-trained policy (cached)."
     keys = ("model", "model_path", "reward", "reward_settings", "judge_settings", "eval_id", "eval_ood", "n_eval", "eval_max_new_tokens", "seed")
     spec = {k: getattr(cfg, k) for k in keys}
@@ -72,6 +74,7 @@ def warm_baseline(cfg: CellConfig) -> dict:
     with file_lock(path.with_suffix(".lock")):
         if path.exists(): return json.loads(path.read_text())
         from race_nb.grpo import load_cell_policy
+        if make_room is not None: make_room()
         model, tok = load_cell_policy(cfg)  # evaluated where the cell trains (bf16 on a GPU)
         res = {k: v for k, v in evaluate(model, tok, cfg).items() if k != "per_prompt"}
         path.write_text(json.dumps(res))
@@ -190,8 +193,9 @@ def finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:
     "Evaluate a trained cell, then write metrics.json (last: it marks the cell done), per_prompt.parquet (each target per evaluation prompt) and the ledger with the evaluation's events."
     out_dir = Path(out_dir)
     device = next(trained.model.parameters()).device
-    if device.type == "cuda": trained.model.to("cpu"); torch.cuda.empty_cache()  # the warm baseline loads a second policy copy
-    baseline = warm_baseline(cfg)  # (cached: computed once per configuration)
+    def make_room():  # the baseline loads a second policy copy: the trained one waits on the CPU meanwhile
+        if device.type == "cuda": trained.model.to("cpu"); torch.cuda.empty_cache()
+    baseline = warm_baseline(cfg, make_room)  # cached: computed (and the policy moved) once per configuration
     trained.model.to(device)
     targets = evaluate(trained.model, trained.tok, cfg, trained.ledger, step=trained.steps)
     metrics = cell_metrics(cfg, trained.ledger, targets, baseline, trained.steps, trained.train_seconds)

@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
 from tqdm import tqdm
-from .core import atomic_path, check_positive, project_root, trained_record, write_atomic
+from .core import atomic_path, check_positive, last_checkpoint, project_root, trained_record, write_atomic
 from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
@@ -250,9 +250,9 @@ def _resolve_template(g: dict, fail) -> list[dict]:
             clash = [k for k in ("n", "m", "mu", "beta") if k in d and float(d[k]) != float(getattr(a, k))]
             if clash: fail("axes", f"arm {a.name} sets {', '.join(clash)}; give the arm or its fields, not both")
             d.update(n=a.n, m=a.m, mu=a.mu, beta=a.beta)
-        else:
-            try: a = Arm(arm_name(int(d.get("n", 0)), int(d.get("m", d.get("n", 0))), int(d.get("mu", 1)), float(d.get("beta", 0.0))),
-                         int(d.get("n", 0)), int(d.get("m", d.get("n", 0))), int(d.get("mu", 1)), float(d.get("beta", 0.0)))
+        else:  # the arm by its fields (m defaults to n: nothing dropped)
+            f = dict(n=int(d.get("n", 0)), m=int(d.get("m", d.get("n", 0))), mu=int(d.get("mu", 1)), beta=float(d.get("beta", 0.0)))
+            try: a = Arm(arm_name(**f), **f)
             except ValueError as e: fail("axes", f"{e}; give each cell an arm (axes.arm) or its fields n, m, mu, beta")
             d.update(arm=a.name, n=a.n, m=a.m, mu=a.mu, beta=a.beta)
         params = {"template": g["_template"], "model": d.pop("model", Path(g["_template"]).stem), "reward": d.pop("reward", "own"), **d}
@@ -623,7 +623,6 @@ class CellJob:
         "Ask the cell for a checkpoint, wait until it is written (or the cell has left training), then requeue this job."
         import submitit
         STOPPING.set()
-        from race_nb.grpo import last_checkpoint  # the job's own process has the package installed
         trl = self.cell_dir / "trl"
         before = last_checkpoint(trl)
         (self.cell_dir / "checkpoint.request").touch()
@@ -732,8 +731,8 @@ def _cells(runs_dir) -> list[Path]:
 # %% ../nbs/07_grid.ipynb #304328bb
 def _newest_checkpoint(cell_dir: Path) -> int | None:
     "Step of the cell's newest complete training checkpoint (None: none on disk)."
-    steps = [int(p.name.split("-")[-1]) for p in (cell_dir / "trl").glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and (p / "ledger.parquet").exists()]
-    return max(steps, default=None)
+    ckpt = last_checkpoint(cell_dir / "trl")
+    return int(ckpt.name.split("-")[-1]) if ckpt else None
 
 def _resumes(cell_dir: Path, rec: dict | None) -> int:
     "How many times the cell's training resumed from a checkpoint."

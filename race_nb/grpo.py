@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from .core import atomic_path, check_positive, check_choice, write_atomic
+from .core import atomic_path, check_positive, check_choice, last_checkpoint, write_atomic
 from .config import Arm, ARMS, MODEL_REWARDS, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
@@ -20,9 +20,9 @@ logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` m
 # %% auto #0
 __all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'CELL_CHECKPOINT_ENV', 'reward_model_flops', 'policy_flops', 'arm_flops',
            'predict_rho', 'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback',
-           'CellInterrupted', 'last_checkpoint', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model',
-           'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
-           'vllm_stops', 'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+           'CellInterrupted', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model', 'ModelCharge',
+           'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
+           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -140,13 +140,6 @@ class CellInterrupted(RuntimeError):
     "Training stopped right after a checkpoint because the process was asked to stop; rerun (or requeue) the cell and it resumes from that checkpoint."
 
 CHECKPOINT_REQUEST = "checkpoint.request" # a file in the cell folder that asks the training kernel to checkpoint and stop (the Slurm job writes it)
-
-def last_checkpoint(folder) -> Path | None:
-    "The newest complete trl checkpoint in `folder` (`checkpoint-N` holding its trainer state and, written last, its ledger), or None."
-    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-    done = [p for p in Path(folder).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.name.split("-")[-1].isdigit()
-            and (p / "trainer_state.json").exists() and (p / "ledger.parquet").exists()]
-    return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 # %% ../nbs/05_grpo.ipynb #10347ea6
 class CheckpointCallback(TrainerCallback):

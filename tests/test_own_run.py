@@ -83,23 +83,17 @@ def test_failing_and_silent_templates_are_failed_cells_and_the_rest_go_on(tmp_pa
 
 def test_user_notebook_cells_checkpoint_and_resume_after_kill9(tmp_path):
     "A user's notebook in a grid checkpoints through LedgerGRPOTrainer (the grid's checkpoint block) and resumes after kill -9, ending as an uninterrupted run."
-    import os, signal, time
-    from test_resume import LEDGER_COLS
+    import os, time
+    from test_resume import LEDGER_COLS, kill_at_checkpoint, newest_checkpoint
     text = (f"name: own-ck\ntemplate: {OWN}\nfixed: {{completion_tokens: 8}}\naxes:\n  arm: [n4-m4]\nbudgets: [1.0e10]\nseeds: [0]\n"
             "checkpoint: {steps: 2}\n")
     (tmp_path / "g.yaml").write_text(text)
     ref = run_grid(tmp_path / "g.yaml", runs_root=tmp_path / "ref", workers=1)
-    proc = subprocess.Popen([RACE, "grid", "run", str(tmp_path / "g.yaml"), "--runs", str(tmp_path / "runs"), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    root, deadline, at_kill = tmp_path / "runs" / "own-ck", time.time() + 300, None
-    while time.time() < deadline and proc.poll() is None:
-        steps = [int(p.name.split("-")[-1]) for p in root.glob("*/trl/checkpoint-*") if (p / "ledger.parquet").exists()]
-        if steps and max(steps) >= 4: at_kill = max(steps); break
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL); proc.wait()
-    assert at_kill is not None, "the cell finished before a checkpoint at step 4"
+    root = tmp_path / "runs" / "own-ck"
+    seen = kill_at_checkpoint([RACE, "grid", "run", str(tmp_path / "g.yaml"), "--runs", str(tmp_path / "runs"), "--workers", "1"], root, 4)
+    assert seen is not None, "the cell finished before a checkpoint at step 4"
     (cell,) = [d for d in root.iterdir() if (d / "params.yaml").exists()]
-    at_kill = max(int(p.name.split("-")[-1]) for p in (cell / "trl").glob("checkpoint-*") if (p / "ledger.parquet").exists())
+    at_kill = newest_checkpoint((cell, "trl/checkpoint-*"))
     time.sleep(2)  # the orphaned kernel dies with its parent
     run_grid(tmp_path / "g.yaml", runs_root=tmp_path / "runs", workers=1)
     assert "RACE_CELL_CHECKPOINT" not in os.environ  # the runner's environment is left as it was (in-process cells)

@@ -52,22 +52,34 @@ def reference(tmp_path_factory):
     return only_cell(run_grid(grid(tmp, "ck"), runs_root=tmp / "ref", workers=1))
 
 
+def newest_checkpoint(cells_glob) -> int | None:
+    "The highest step among the complete checkpoints (ledger written) matching a `trl/checkpoint-*` glob."
+    base, pattern = cells_glob
+    steps = [int(p.name.split("-")[-1]) for p in base.glob(pattern) if (p / "ledger.parquet").exists()]
+    return max(steps, default=None)
+
+
+def kill_at_checkpoint(cmd: list, root: Path, step: int, timeout: float = 300) -> int | None:
+    "Start `cmd` in its own process group, SIGKILL the group once a complete checkpoint at `step` or later exists under root/*/trl/; return the step seen (None: it ended first)."
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    seen, deadline = None, time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if (s := newest_checkpoint((root, "*/trl/checkpoint-*"))) is not None and s >= step: seen = s; break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+    return seen
+
+
 def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path, reference):
     "kill -9 of the runner mid-training; the rerun resumes from the newest checkpoint (at most one interval redone) and ends as an uninterrupted run."
     ref = reference
     g = grid(tmp_path, "ck")
-    proc = subprocess.Popen([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    root, newest, deadline = tmp_path / "runs" / "ck", None, time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        steps = [int(p.name.split("-")[-1]) for p in root.glob("*/trl/checkpoint-*") if (p / "ledger.parquet").exists()]
-        if steps and max(steps) >= 12: newest = max(steps); break
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL); proc.wait()
-    assert newest is not None, "training ended before a checkpoint at step 12"
+    root = tmp_path / "runs" / "ck"
+    seen = kill_at_checkpoint([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1"], root, 12)
+    assert seen is not None, "training ended before a checkpoint at step 12"
     cell = only_cell(root)
     assert not (cell / "trained.json").exists(), "killed after training: nothing to resume"
-    at_kill = max(int(p.name.split("-")[-1]) for p in (cell / "trl").glob("checkpoint-*") if (p / "ledger.parquet").exists())
+    at_kill = newest_checkpoint((cell, "trl/checkpoint-*"))
     st = grid_status(root)
     deadline = time.time() + 60  # the orphaned kernel dies with its parent and releases the lock
     while (st := grid_status(root)).status.iloc[0] == "running" and time.time() < deadline: time.sleep(0.2)

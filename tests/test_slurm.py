@@ -74,7 +74,8 @@ def cells_by_budget(root: Path) -> dict:
 def test_real_slurm_resources_requeue_and_time_limit(tmp_path, slurm):
     g = tmp_path / "slurm-real.yaml"
     g.write_text(GRID)
-    ref = subprocess.Popen([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "ref"), "--workers", "1"],
+    # the reference runs each cell on one thread, as the Slurm cells do (cpus: 1): thread counts may change results on other CPUs
+    ref = subprocess.Popen([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "ref"), "--workers", str(os.cpu_count() or 1)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = open(tmp_path / "slurm-run.log", "w")
     run = subprocess.Popen([RACE, "grid", "run", str(g), "--executor", "slurm", "--runs", str(tmp_path / "runs")], stdout=log, stderr=log)
