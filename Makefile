@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo test readme export clean-nbs check-export check-clean nbtest pytest lab bench gpu-check
+.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest lab bench gpu-check
 
 setup: $(STAMP)
 
@@ -27,6 +27,9 @@ $(STAMP): settings.ini setup.py pyproject.toml
 
 demo: setup
 	$(BIN)/race demo
+
+site: setup  # the report of the demo grid (run first when missing) and every chapter executed, into _site/
+	$(BIN)/race site
 
 test: setup check-export check-clean nbtest pytest
 	@echo "make test: all checks passed"

@@ -59,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--renderer", choices=("auto", "quarto", "fallback"), default="auto",
                      help="auto: quarto when on PATH, else the nbconvert fallback")
     rep.add_argument("--full", default=None, help="full-budget runs of the same configurations: the RACE page validates against them")
+    site = sub.add_parser("site", help="the whole site: the report, every chapter executed, the API page (make site)")
+    site.add_argument("runs_dir", nargs="?", default=None, help="a grid's runs folder (default: the demo grid's runs, run first when missing)")
+    site.add_argument("--out", default="_site", help="output folder (default: _site)")
+    site.add_argument("--renderer", choices=("auto", "quarto", "fallback"), default="auto", help="auto: quarto when on PATH, else the nbconvert fallback")
+    site.add_argument("--full", default=None, help="full-budget runs of the same configurations: the RACE page validates against them")
+    site.add_argument("--chapters", nargs="+", default=None, help="chapter stems to include (default: every chapter of _quarto.yml's Chapters menu)")
+    site.add_argument("--workers", type=int, default=None, help="notebooks executed at once (default: number of cores)")
     pil = sub.add_parser("pilot", help="RACE on your own run: a pilot grid around a notebook that meets the cell contract, and the call")
     pil.add_argument("template", help="your notebook (parameters cell with n, m, mu, beta, budget, seed, output_dir; finish_run at the end)")
     pil.add_argument("--budget", type=float, required=True, help="the full run's FLOP budget the call is for")
@@ -230,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             from race_nb.report import render_report
             index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full)
             print(f"report rendered with {renderer}: {len(list(index.parent.glob('*.html')))} pages, open {index.resolve()}")
+        elif args.command == "site":
+            from race_nb.site import render_site
+            index, renderer = render_site(args.runs_dir, args.out, args.renderer, args.full, args.chapters, workers=args.workers)
+            print(f"site rendered with {renderer}: {len(list(index.parent.rglob('*.html')))} pages, open {index.resolve()}")
         elif args.command == "pilot": return _pilot(args)
         elif args.command == "demo":
             return demo(args.workers, args.runs)

@@ -14,10 +14,11 @@ from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'SITE_CSS', 'PAGE_PRELOAD', 'USER_PAGES', 'load_results', 'load_ledgers',
-           'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers',
-           'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'learning_curves', 'plot_learning_curves',
-           'plot_size_budget', 'report_pages', 'user_grid', 'render_report']
+__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS', 'SITE_CSS', 'PAGE_PRELOAD', 'USER_PAGES',
+           'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table',
+           'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'learning_curves',
+           'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml', 'page_chrome', 'for_readers',
+           'render_fallback', 'render_quarto', 'user_grid', 'execute_report', 'pick_renderer', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -324,9 +325,25 @@ def plot_size_budget(results: pd.DataFrame, target: str = "pass1_id"):
 
 # %% ../nbs/09_report.ipynb #493f62cf
 def report_pages() -> list[tuple[str, str]]:
-    "(page stem, title) of every report page, in the navigation order of `_quarto.yml`."
+    "(page stem, title) of every report page (nbs/report/), in the navigation order of `_quarto.yml`; its Chapters menu and API page are `race_nb.site`'s."
     q = yaml.safe_load((project_root() / "_quarto.yml").read_text())
-    return [(Path(i["href"]).stem, i["text"]) for i in q["website"]["navbar"]["left"]]
+    return [(Path(i["href"]).stem, i["text"]) for i in q["website"]["navbar"]["left"]
+            if "href" in i and Path(i["href"]).parent.name == "report"]
+
+# %% ../nbs/09_report.ipynb #5e8cc20b
+MATH = re.compile(r"(```.*?```|`[^`\n]*`)|\$\$(.+?)\$\$|(?<![\\$\w])\$(?![\s$])([^$\n]+?)(?<!\s)\$(?![\w$])", re.S) # code (left alone), display and inline TeX
+CDN_SCRIPTS = re.compile(r'<script[^>]*src="https?://[^"]*"[^>]*>\s*</script>|<script type="text/x-mathjax-config">.*?</script>', re.S) # what nbconvert loads from a CDN (MathJax, require.js)
+
+def math_to_mathml(nb):
+    "Markdown cells' TeX (`$...$`, `$$...$$`, not inside code) as MathML, which browsers render without a script: the fallback's pages load nothing from a CDN and read the same offline."
+    from latex2mathml.converter import convert
+    def sub(m):
+        if m.group(1): return m.group(1)
+        display = m.group(2) is not None
+        return convert((m.group(2) if display else m.group(3)).strip(), display="block" if display else "inline")
+    for c in nb.cells:
+        if c.cell_type == "markdown": c.source = MATH.sub(sub, c.source)
+    return nb
 
 # %% ../nbs/09_report.ipynb #88381faf
 SITE_CSS = """
@@ -345,6 +362,14 @@ body { margin: 0; font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Ari
 main table { border-collapse: collapse; font-size: 0.9em; }
 main th, main td { padding: 0.25em 0.7em; border-bottom: 1px solid #e3e3e3; text-align: right; }
 main img { max-width: 100%; height: auto; }
+.race-menu { position: relative; display: inline-block; margin-right: 1.1em; padding-bottom: 0.3em; }
+.race-menu-label { color: #dfe6ec; cursor: pointer; font-size: 0.95em; }
+.race-menu.current .race-menu-label { color: #fff; font-weight: 600; }
+.race-menu-items { display: none; position: absolute; left: 0; top: 100%; background: #fff; border: 1px solid #ccd;
+  box-shadow: 0 4px 12px rgba(0,0,0,.15); padding: 0.4em 0; z-index: 10; min-width: 24em; max-height: 80vh; overflow-y: auto; }
+.race-menu:hover .race-menu-items, .race-menu:focus-within .race-menu-items { display: block; }
+.race-header nav .race-menu-items a { display: block; color: #2c3e50; padding: 0.2em 1em; margin: 0; }
+.race-header nav .race-menu-items a.current { border-bottom: none; color: #000; font-weight: 600; }
 """ # one stylesheet for every page of the fallback site
 
 def _toc(body: str) -> str:
@@ -355,19 +380,29 @@ def _toc(body: str) -> str:
     links = "".join(f'<a class="h{l}" href="#{h}">{html.escape(html.unescape(t))}</a>' for l, h, t in items)
     return f'<aside class="race-toc"><strong>On this page</strong>{links}</aside>'
 
-def _chrome(body: str, pages, current: str, site_title: str) -> str:
-    "A page of the fallback site: header with the site title and navigation, the page with its table of contents, a footer."
-    links = "".join(f'<a href="{s}.html"{" class=current" if s == current else ""}>{html.escape(t)}</a>' for s, t in pages)
-    head = (f'<header class="race-header"><a class="race-title" href="index.html">{html.escape(site_title)}</a>'
-            f'<nav>{links}</nav></header><div class="race-page"><main>')
+def _nav(nav, current: str, prefix: str = "") -> str:
+    "The header's links. `nav` holds `(stem, text)` for a page and `(text, [(stem, text), ...])` for a drop-down menu; a stem is the page's path under the site root without `.html`, `prefix` leads back to the root."
+    def link(stem, text): return f'<a href="{prefix}{stem}.html"{" class=current" if stem == current else ""}>{html.escape(text)}</a>'
+    out = []
+    for a, b in nav:
+        if isinstance(b, str): out.append(link(a, b)); continue
+        here = " current" if any(stem == current for stem, _ in b) else ""
+        out.append(f'<span class="race-menu{here}"><span class="race-menu-label" tabindex="0">{html.escape(a)} &#9662;</span>'
+                   f'<span class="race-menu-items">{"".join(link(*item) for item in b)}</span></span>')
+    return "".join(out)
+
+def page_chrome(body: str, nav, current: str, site_title: str, prefix: str = "") -> str:
+    "A page of the fallback site: header with the site title and navigation (`_nav`), the page with its table of contents, a footer."
+    head = (f'<header class="race-header"><a class="race-title" href="{prefix}index.html">{html.escape(site_title)}</a>'
+            f'<nav>{_nav(nav, current, prefix)}</nav></header><div class="race-page"><main>')
     foot = ('</main>' + _toc(body) + '</div><footer class="race-footer">Rendered by race_nb\'s fallback renderer '
             '(nbconvert); <code>quarto render</code> builds the same site from <code>_quarto.yml</code> where Quarto is installed.</footer>')
-    body = body.replace("</head>", f"<style>{SITE_CSS}</style></head>", 1)
+    body = CDN_SCRIPTS.sub("", body).replace("</head>", f"<style>{SITE_CSS}</style></head>", 1)  # no script from a CDN: the site reads offline
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + head, body, count=1)
     return body.replace("</body>", foot + "</body>", 1)
 
 # %% ../nbs/09_report.ipynb #70d2ea74
-def _for_readers(nb, title: str | None = None):
+def for_readers(nb, title: str | None = None):
     "An executed page as a reader sees it: no stderr streams (warnings, progress bars); with `title`, the front matter becomes a heading."
     import nbformat
     for c in nb.cells:
@@ -378,8 +413,8 @@ def _for_readers(nb, title: str | None = None):
     return nb
 
 # %% ../nbs/09_report.ipynb #8dfe4f0e
-def _fallback(executed: Path, out: Path, pages) -> None:
-    "nbconvert HTML, code hidden, in the site's chrome (title, navigation, table of contents, one stylesheet); front matter as the page's heading, no stderr."
+def render_fallback(executed: Path, out: Path, pages, nav=None) -> None:
+    "nbconvert HTML, code hidden, in the site's chrome (title, navigation `nav` or the report's `pages`, table of contents, one stylesheet); front matter as the page's heading, no stderr."
     import nbformat
     from nbconvert import HTMLExporter
     exp = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
@@ -388,23 +423,23 @@ def _fallback(executed: Path, out: Path, pages) -> None:
         nb = nbformat.read(executed / f"{stem}.ipynb", as_version=4)
         fm = next((c.source for c in nb.cells if c.cell_type == "raw" and c.source.lstrip().startswith("---")), "")
         page_title = (yaml.safe_load(fm.strip().strip("-")) or {}).get("title", title) if fm else title
-        body, _ = exp.from_notebook_node(_for_readers(nb, page_title))
+        body, _ = exp.from_notebook_node(math_to_mathml(for_readers(nb, page_title)))
         body = re.sub(r"<title>.*?</title>", f"<title>{html.escape(title)} - race_nb report</title>", body, count=1, flags=re.S)
-        body = _chrome(body, pages, stem, site)
-        (out / f"{stem}.html").write_text(body, encoding="utf-8")
+        (out / f"{stem}.html").write_text(page_chrome(body, nav or pages, stem, site), encoding="utf-8")
 
 # %% ../nbs/09_report.ipynb #ad031e30
-def _quarto(executed: Path, out: Path, pages) -> None:
-    "quarto render on a project of the executed pages."
+def render_quarto(executed: Path, out: Path, pages, extra=(), extra_nav=()) -> None:
+    "quarto render on a project of the executed pages; `extra` (paths under `executed`: chapters, the API page) and their navbar items `extra_nav` come from `race_nb.site`."
     proj = executed / "_quarto_project"
     shutil.rmtree(proj, ignore_errors=True); proj.mkdir()
     import nbformat
-    for stem, _ in pages: nbformat.write(_for_readers(nbformat.read(executed / f"{stem}.ipynb", as_version=4)), proj / f"{stem}.ipynb")
+    for stem, _ in pages: nbformat.write(for_readers(nbformat.read(executed / f"{stem}.ipynb", as_version=4)), proj / f"{stem}.ipynb")
+    for rel in extra:
+        (proj / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(executed / rel, proj / rel)
     q = yaml.safe_load((project_root() / "_quarto.yml").read_text())
-    q["project"].update({"output-dir": str(out.resolve()), "render": [f"{s}.ipynb" for s, _ in pages]})
-    stems = {s for s, _ in pages}
-    q["website"]["navbar"]["left"] = [i for i in q["website"]["navbar"]["left"] if Path(i["href"]).stem in stems]  # a user grid's shorter site
-    for item in q["website"]["navbar"]["left"]: item["href"] = Path(item["href"]).name
+    q["project"].update({"output-dir": str(out.resolve()), "render": [f"{s}.ipynb" for s, _ in pages] + [str(r) for r in extra]})
+    q["website"]["navbar"]["left"] = [{"text": t, "href": f"{s}.ipynb"} for s, t in pages] + list(extra_nav)  # a user grid's shorter site
     (proj / "_quarto.yml").write_text(yaml.safe_dump(q, sort_keys=False))
     subprocess.run(["quarto", "render", str(proj)], check=True)
 
@@ -419,6 +454,39 @@ def user_grid(results: pd.DataFrame) -> bool:
     return "template" in results.columns and results.template.notna().any()
 
 # %% ../nbs/09_report.ipynb #0b5b0f16
+def execute_report(runs_dir, # a grid's runs folder
+                   out="_site", # output folder of the site; the executed pages go to its `_executed/`
+                   kernel: str = "race_nb", # Jupyter kernel for papermill
+                   full_dir=None, # runs folder of full-budget runs of the same configurations (the RACE page validates against it)
+                   workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
+                  ) -> tuple[Path, list[tuple[str, str]]]:
+    "Execute the report pages against `runs_dir`; return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets."
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from tqdm import tqdm
+    from race_nb.core import run_notebook
+    from race_nb.kernels import warm_kernels
+    runs_dir, out = Path(runs_dir).resolve(), Path(out)
+    own = user_grid(load_results(runs_dir))  # fails early, and writes results.parquet
+    if full_dir: full_dir = Path(full_dir).resolve(); load_results(full_dir)
+    pages = [p for p in report_pages() if not own or p[0] in USER_PAGES]
+    executed = out / "_executed"
+    executed.mkdir(parents=True, exist_ok=True)
+    src = project_root() / "nbs" / "report"
+    params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or "")}
+    with warm_kernels(PAGE_PRELOAD), ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(pages)))) as ex:  # pages are independent
+        futs = [ex.submit(run_notebook, src / f"{stem}.ipynb", executed / f"{stem}.ipynb", params, executed, kernel) for stem, _ in pages]
+        for f in tqdm(as_completed(futs), total=len(futs), desc="report pages", unit="page"): f.result()
+    return executed, pages
+
+def pick_renderer(renderer: str) -> str:
+    "`renderer` checked, with \"auto\" resolved: quarto when it is on PATH, else the fallback."
+    from race_nb.core import check_choice
+    check_choice("renderer", renderer, ("auto", "quarto", "fallback"))
+    if renderer == "auto": return "quarto" if shutil.which("quarto") else "fallback"
+    if renderer == "quarto" and not shutil.which("quarto"): raise FileNotFoundError("quarto is not on PATH; use renderer='fallback'")
+    return renderer
+
+# %% ../nbs/09_report.ipynb #50f9e9de
 def render_report(runs_dir, # a grid's runs folder
                   out="_site", # output folder of the site
                   renderer: str = "auto", # "auto" (quarto when on PATH), "quarto" or "fallback"
@@ -426,25 +494,9 @@ def render_report(runs_dir, # a grid's runs folder
                   full_dir=None, # runs folder of full-budget runs of the same configurations (the RACE page validates against it)
                   workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
                  ) -> tuple[Path, str]:
-    "Execute the report pages against `runs_dir` and render the site; return (index page, renderer used). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets."
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from tqdm import tqdm
-    from race_nb.core import check_choice, run_notebook
-    from race_nb.kernels import warm_kernels
-    check_choice("renderer", renderer, ("auto", "quarto", "fallback"))
-    runs_dir, out = Path(runs_dir).resolve(), Path(out)
-    own = user_grid(load_results(runs_dir))  # fails early, and writes results.parquet
-    if full_dir: full_dir = Path(full_dir).resolve(); load_results(full_dir)
-    if renderer == "auto": renderer = "quarto" if shutil.which("quarto") else "fallback"
-    if renderer == "quarto" and not shutil.which("quarto"): raise FileNotFoundError("quarto is not on PATH; use renderer='fallback'")
-    pages = [p for p in report_pages() if not own or p[0] in USER_PAGES]
-    out.mkdir(parents=True, exist_ok=True)
-    executed = out / "_executed"
-    executed.mkdir(exist_ok=True)
-    src = project_root() / "nbs" / "report"
-    params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or "")}
-    with warm_kernels(PAGE_PRELOAD), ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(pages)))) as ex:  # pages are independent
-        futs = [ex.submit(run_notebook, src / f"{stem}.ipynb", executed / f"{stem}.ipynb", params, executed, kernel) for stem, _ in pages]
-        for f in tqdm(as_completed(futs), total=len(futs), desc="report pages", unit="page"): f.result()
-    (_quarto if renderer == "quarto" else _fallback)(executed, out, pages)
+    "Execute the report pages (`execute_report`) and render them; return (index page, renderer used). `race_nb.site.render_site` adds the chapters."
+    renderer = pick_renderer(renderer)  # before anything runs
+    out = Path(out)
+    executed, pages = execute_report(runs_dir, out, kernel, full_dir, workers)
+    (render_quarto if renderer == "quarto" else render_fallback)(executed, out, pages)
     return out / "index.html", renderer

@@ -1,4 +1,4 @@
-"""The report rendered from a micro grid with the nbconvert fallback (Quarto when it exists)."""
+"""The report of a micro grid, rendered by `race site` with the nbconvert fallback (Quarto when it exists); tests/test_site.py opens the same site in a browser."""
 import json
 import re
 import shutil
@@ -9,34 +9,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from race_nb.grid import run_grid
 from race_nb.report import render_report, report_pages
 
 RACE = str(Path(sys.executable).with_name("race"))
-GRID = """name: reportgrid
-fixed: {n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4}
-axes:
-  model: [tiny-s]
-  arm: [n8-m8, n8-m4]
-budgets: [1.0e6, 3.0e10]
-seeds: [0]
-"""
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("report")
-    (tmp / "grid.yaml").write_text(GRID)
-    return run_grid(tmp / "grid.yaml", runs_root=tmp / "runs", workers=2, min_cycles=0)  # two cells fail: budget too small
-
-
-def test_fallback_report(runs, tmp_path):
-    res = subprocess.run([RACE, "report", str(runs), "--out", str(tmp_path / "site"), "--renderer", "fallback", "--full", str(runs)],
-                         capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert f"report rendered with fallback: {len(report_pages())} pages" in res.stdout
-    site = tmp_path / "site"
+def test_fallback_report(site_build):
+    site, stdout = site_build  # `race site`: the report's pages, three chapters, the API page
     pages = report_pages()
+    assert f"site rendered with fallback: {len(pages) + 3 + 1} pages" in stdout
     for stem, title in pages:
         page = (site / f"{stem}.html").read_text()
         for href in re.findall(r'<a href="([^"#:]+\.html)"', page):  # every navigation link resolves
@@ -65,8 +46,8 @@ def test_fallback_report(runs, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not installed on this machine (its installer needs the internet)")
-def test_quarto_report(runs, tmp_path):
-    index, renderer = render_report(runs, tmp_path / "site", renderer="quarto")
+def test_quarto_report(report_runs, tmp_path):
+    index, renderer = render_report(report_runs, tmp_path / "site", renderer="quarto")
     assert renderer == "quarto" and index.exists()
 
 
