@@ -3,7 +3,8 @@ by Playwright without its own browser download): every page reached by following
 no console errors or failed requests, every image decoded, every table rendered, math as MathML, screenshots saved.
 
 `RACE_SITE=_site pytest tests/test_site.py` checks a site built by `make site` instead of building a small one;
-`RACE_SITE_SHOTS=DIR` keeps the screenshots."""
+`RACE_SITE_SHOTS=DIR` keeps the screenshots. Without Chromium or playwright the test is skipped with its reason (failed where
+RACE_REQUIRE_BROWSER=1, as in CI)."""
 import os
 import re
 import shutil
@@ -18,8 +19,15 @@ try:
 except ImportError:  # pragma: no cover - the skip below says so
     sync_playwright = None
 
-pytestmark = [pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (Debian: apt-get install chromium)"),
-              pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed (pip install playwright; no browser download needed)")]
+WHY_NOT = ("no Chromium on PATH (Debian: apt-get install chromium)" if BROWSER is None else
+           "playwright is not installed (pip install playwright; it drives the system browser, no download)" if sync_playwright is None else None)
+
+
+@pytest.fixture(autouse=True)
+def browser_or_skip():
+    "Skip, saying why, without a browser; fail instead where one is required (CI sets RACE_REQUIRE_BROWSER=1)."
+    if WHY_NOT and os.environ.get("RACE_REQUIRE_BROWSER") == "1": pytest.fail(f"RACE_REQUIRE_BROWSER=1 but {WHY_NOT}")
+    if WHY_NOT: pytest.skip(WHY_NOT)
 
 PAGE_INFO = """() => ({
   nav: [...document.querySelectorAll('header a[href]')].map(a => a.href),
