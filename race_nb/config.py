@@ -142,11 +142,10 @@ class CellConfig:
     vllm_mode: str = "colocate" # trl's vllm_mode when use_vllm
 
     def resolved_arm(self) -> Arm:
-        "The arm this cell runs."
+        "The named arm this cell runs. A cell that picks its arm by `target_rho` needs the policy's FLOPs: `race_nb.grpo.cell_arm` solves for it."
         if self.arm is not None: return ARMS[check_choice("arm", self.arm, tuple(ARMS))]
         if self.target_rho is None: raise ValueError("a cell needs an arm name or a target_rho")
-        from race_nb.grpo import arm_for_rho  # FLOPs of the policy's checkpoint: only when an arm is picked by rho
-        return arm_for_rho(self.target_rho, self.model, self.reward)
+        raise ValueError(f"this cell picks its arm by target_rho={self.target_rho}: race_nb.grpo.cell_arm(cfg) solves for it from the policy's FLOPs")
 
     def to_yaml(self, path=None) -> str:
         "YAML of the config (written to `path` when given), readable by `papermill -f`."

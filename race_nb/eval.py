@@ -11,7 +11,7 @@ from .core import TRAINED, atomic_path, trained_record, write_atomic
 from .flops import FlopsLedger
 from .config import CellConfig, TARGETS
 from .data import load_spec
-from .grpo import build_trainer
+from .grpo import build_trainer, cell_arm
 from .models import cache_dir, artifact_key, file_lock, format_prompt, generate, load_policy
 from .data import grade
 from .rewards import make_reward
@@ -102,7 +102,7 @@ def write_per_prompt(path, per_prompt: dict) -> Path:
 # %% ../nbs/06_eval.ipynb #45677f35
 def cell_metrics(cfg: CellConfig, ledger: FlopsLedger, targets: dict, baseline: dict, steps: int, train_seconds: float) -> dict:
     "The metrics.json record of a finished cell."
-    arm = cfg.resolved_arm()
+    arm = cell_arm(cfg)
     t, u = ledger.totals(), ledger.totals(useful=True)
     return dict(
         **{k: targets[k] for k in TARGETS}, **{f"{k}_warm": baseline[k] for k in TARGETS},
@@ -175,7 +175,7 @@ def train_cell(cfg: CellConfig, out_dir,
     ckpt = last_checkpoint(out / "trl")
     spent = json.loads((ckpt / "elapsed.json").read_text())["train_seconds"] if ckpt and (ckpt / "elapsed.json").exists() else 0.0
     if checkpoint:
-        trainer.add_callback(CheckpointCallback(cfg.resolved_arm().mu, checkpoint_steps, checkpoint_minutes, out / CHECKPOINT_REQUEST, spent_seconds=spent))
+        trainer.add_callback(CheckpointCallback(cell_arm(cfg).mu, checkpoint_steps, checkpoint_minutes, out / CHECKPOINT_REQUEST, spent_seconds=spent))
     resumes = out / "trl" / "resumes.json"
     resumed = (json.loads(resumes.read_text()) if ckpt and resumes.exists() else []) + ([int(ckpt.name.split("-")[-1])] if ckpt else [])
     if ckpt: write_json(resumes, resumed)

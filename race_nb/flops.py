@@ -537,6 +537,21 @@ def combine(cls: FlopsLedger, ledgers) -> FlopsLedger:
 @patch
 def __add__(self: FlopsLedger, other: FlopsLedger) -> FlopsLedger: return FlopsLedger.combine([self, other])
 
+# %% ../nbs/01_flops.ipynb #15fc8b19
+@patch
+def extend(self: FlopsLedger, other: FlopsLedger) -> FlopsLedger:
+    "Append `other`'s events to this ledger, in place (a run resumed from a checkpoint's ledger); return this ledger."
+    self._events.extend(other.events)
+    return self
+
+@patch
+def seconds_by_component(self: FlopsLedger) -> dict:
+    "Seconds recorded per component over the events that executed FLOPs: the time behind each component's MFU."
+    out = dict.fromkeys(COMPONENTS, 0.0)
+    for e in self._events:
+        if e["flops"] > 0: out[e["component"]] += e["seconds"]
+    return out
+
 # %% ../nbs/01_flops.ipynb #ef4c973d
 @patch
 def compute_card(self: FlopsLedger, title: str = "compute card") -> str:

@@ -19,10 +19,10 @@ logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` m
 
 # %% auto #0
 __all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'CELL_CHECKPOINT_ENV', 'reward_model_flops', 'policy_flops', 'arm_flops',
-           'predict_rho', 'arm_for_rho', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback',
-           'CellInterrupted', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model', 'ModelCharge',
-           'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
-           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+           'predict_rho', 'arm_for_rho', 'cell_arm', 'max_variance_subset', 'BudgetCallback',
+           'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model',
+           'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
+           'vllm_stops', 'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -90,6 +90,12 @@ def arm_for_rho(target_rho: float, # wanted update fraction, in (0, 1)
         raise ValueError(f"target rho must lie strictly between 0 and 1, got {target_rho!r}")
     pf, rf = policy_flops(model), reward_model_flops(reward)
     return min((arms or ARMS).values(), key=lambda a: abs(predict_rho(a, pf, rf, **kw) - target_rho))
+
+# %% ../nbs/05_grpo.ipynb #c58f2ba2
+def cell_arm(cfg: CellConfig) -> Arm:
+    "The arm a cell runs: its named arm, or the one `arm_for_rho` picks for its `target_rho` from the policy's and reward model's FLOPs."
+    if cfg.arm is not None or cfg.target_rho is None: return cfg.resolved_arm()
+    return arm_for_rho(cfg.target_rho, cfg.model, cfg.reward)
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards
@@ -459,9 +465,7 @@ def ledger_logs(ledger: FlopsLedger, # the run's ledger
         out.update({f"flops/{c}_per_step": (t[c] - since[1][c]) / (step - since[0]) for c in BUDGET_COMPONENTS})
     if ledger.budget: out["flops/budget_used"] = total / ledger.budget
     if peak:
-        secs = dict.fromkeys(BUDGET_COMPONENTS, 0.0)
-        for e in ledger._events:
-            if e["component"] in secs and e["flops"] > 0: secs[e["component"]] += e["seconds"]
+        secs = ledger.seconds_by_component()
         out.update({f"mfu/{c}": t[c] / (secs[c] * peak) for c in BUDGET_COMPONENTS if secs[c] > 0})
     return out
 
@@ -498,7 +502,7 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
     if ckpt is True: ckpt = last_checkpoint(self.args.output_dir) if Path(self.args.output_dir).is_dir() else None
     self.resumed_from = [int(Path(ckpt).name.split("-")[-1])] if ckpt else []
     if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
-        self.ledger._events.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet").events)
+        self.ledger.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet"))
         self._flos_seen = self.ledger.total
     run = lambda: GRPOTrainer.train(self, str(ckpt) if ckpt else None, *args, **kwargs)
     with _quiet_deprecations():  # RACE_FLOP_CHECK=1 (a pilot's --flop-check): the whole run under FlopCounterMode, by component
@@ -581,7 +585,7 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     from race_nb.models import format_prompt
     from race_nb.rewards import make_reward
     from race_nb.rewards.prm import check_scorer_tasks
-    arm = arm or cfg.resolved_arm()
+    arm = arm or cell_arm(cfg)
     check_positive("budget", cfg.budget)
     need = min_budget(cfg, arm)
     if cfg.budget < need:
@@ -605,7 +609,7 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
 def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None, arm: Arm | None = None) -> LedgerGRPOTrainer:
     "A `LedgerGRPOTrainer` for the cell (policy with LoRA, reward, dataset, budget); `arm` overrides the cell's."
     from transformers.trainer_callback import PrinterCallback
-    arm = arm or cfg.resolved_arm()
+    arm = arm or cell_arm(cfg)
     tr = LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
                            keep=arm.m, fast_generation=cfg.fast_generation, report_card=False)  # the cell writes its own card
     tr.remove_callback(PrinterCallback)  # the budget bar is the cell's progress; its log history is in the ledger and metrics
