@@ -14,10 +14,8 @@ from .flops import FlopsLedger, per_token_table, shipped_configs
 __all__ = ['summarise', 'demo', 'main']
 
 # %% ../nbs/20_cli.ipynb #7d55c654
-def _parser() -> argparse.ArgumentParser:
-    "Argument parser of the `race` command."
-    p = argparse.ArgumentParser(prog="race", description="race_nb: where should RL post-training compute go?")
-    sub = p.add_subparsers(dest="command", required=True)
+def _grid_parser(sub) -> None:
+    "`race grid run | plan | status | aggregate`."
     grid = sub.add_parser("grid", help="run, inspect and aggregate IsoFLOP grids").add_subparsers(dest="grid_command", required=True)
     run = grid.add_parser("run", help="run every unfinished cell of a grid")
     run.add_argument("grid", help="grid YAML file")
@@ -40,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet")):
         g = grid.add_parser(name, help=hlp)
         g.add_argument("runs_dir", help="a grid's runs folder, e.g. runs/demo")
+
+# %% ../nbs/20_cli.ipynb #51851cb2
+def _tool_parsers(sub) -> None:
+    "`race train-tiny`, `race card`, `race flops`."
     tt = sub.add_parser("train-tiny", help="retrain the shipped tiny policies and scorers from their recipes")
     tt.add_argument("names", nargs="*", help="tiny-s, tiny-m, tiny-l, prm, proxy_prm, judge (default: all)")
     tt.add_argument("--ship", action="store_true", help="write the retrained weights (or, with --spread, the spread) into data/weights")
@@ -49,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     fl = sub.add_parser("flops", help="forward FLOPs per token of shipped architectures")
     fl.add_argument("names", nargs="*", help=f"config names (default: all of {', '.join(shipped_configs())})")
     fl.add_argument("--context", type=int, default=2048, help="key length seen by the token (default 2048)")
+
+# %% ../nbs/20_cli.ipynb #66454dc6
+def _report_parsers(sub) -> None:
+    "`race diagnose`, `race report`, `race site`."
     diag = sub.add_parser("diagnose", help="RACE regime table of a grid's runs")
     diag.add_argument("runs_dir", help="a (pilot) grid's runs folder, e.g. runs/demo")
     diag.add_argument("--full", default=None, help="runs folder of full-budget runs of the same configurations: validate RACE")
@@ -66,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     site.add_argument("--full", default=None, help="full-budget runs of the same configurations: the RACE page validates against them")
     site.add_argument("--chapters", nargs="+", default=None, help="chapter stems to include (default: every chapter of _quarto.yml's Chapters menu)")
     site.add_argument("--workers", type=int, default=None, help="notebooks executed at once (default: number of cores)")
+
+# %% ../nbs/20_cli.ipynb #7be37c38
+def _pilot_parser(sub) -> None:
+    "`race pilot` and `race demo`."
     pil = sub.add_parser("pilot", help="RACE on your own run: a pilot grid around a notebook that meets the cell contract, and the call")
     pil.add_argument("template", help="your notebook (parameters cell with n, m, mu, beta, budget, seed, output_dir; finish_run at the end)")
     pil.add_argument("--budget", type=float, required=True, help="the full run's FLOP budget the call is for")
@@ -80,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the demo pilot grid on the tiny CPU scale and summarise it")
     demo.add_argument("--workers", type=int, default=None, help="local worker processes (default: number of cores)")
     demo.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
+
+# %% ../nbs/20_cli.ipynb #9ea430f2
+def _parser() -> argparse.ArgumentParser:
+    "Argument parser of the `race` command."
+    p = argparse.ArgumentParser(prog="race", description="race_nb: where should RL post-training compute go?")
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (_grid_parser, _tool_parsers, _report_parsers, _pilot_parser): add(sub)
     return p
 
 # %% ../nbs/20_cli.ipynb #f2b87799
@@ -202,6 +219,28 @@ def _pilot(args) -> int:
         print(f"ledger / FlopCounterMode over {len(done)} cells: {ratio.min():.4f}-{ratio.max():.4f}")
     return 0
 
+# %% ../nbs/20_cli.ipynb #e5a09ee3
+def _grid_command(args) -> int:
+    "`race grid run | plan | status | aggregate`; returns the exit status."
+    from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
+    if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.peak, args.mfu, parse_resource_args(args.resources))
+    if args.grid_command == "run":
+        root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
+                        min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels)
+        st = grid_status(root)
+        print(st.status.value_counts().to_string())
+        return 0 if (st.status == "done").all() else 1
+    if args.grid_command == "status":
+        st = grid_status(args.runs_dir)
+        print(st.drop(columns=["error"]).to_string(index=False))
+        print("\n" + st.status.value_counts().to_string())
+        for _, r in st[st.status.isin(["failed", "eval-failed", "interrupted"])].iterrows(): print(f"{r.status} {r.cell}: {r.error}")
+        if (st.status == "eval-failed").any(): print("eval-failed cells are trained: --retry-failed re-runs only their evaluation")
+    else:
+        df = aggregate(args.runs_dir)
+        print(f"wrote {Path(args.runs_dir) / 'results.parquet'}: {len(df)} cells, {(df.status == 'done').sum()} done")
+    return 0
+
 # %% ../nbs/20_cli.ipynb #f95002f8
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `race` console script; returns the exit status."
@@ -214,24 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "flops":
             names = args.names or shipped_configs()
             print(per_token_table(names, context=args.context).to_string(float_format=lambda x: f"{x:.4g}"))
-        elif args.command == "grid":
-            from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
-            if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.peak, args.mfu, parse_resource_args(args.resources))
-            if args.grid_command == "run":
-                root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
-                                min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels)
-                st = grid_status(root)
-                print(st.status.value_counts().to_string())
-                return 0 if (st.status == "done").all() else 1
-            if args.grid_command == "status":
-                st = grid_status(args.runs_dir)
-                print(st.drop(columns=["error"]).to_string(index=False))
-                print("\n" + st.status.value_counts().to_string())
-                for _, r in st[st.status.isin(["failed", "eval-failed", "interrupted"])].iterrows(): print(f"{r.status} {r.cell}: {r.error}")
-                if (st.status == "eval-failed").any(): print("eval-failed cells are trained: --retry-failed re-runs only their evaluation")
-            else:
-                df = aggregate(args.runs_dir)
-                print(f"wrote {Path(args.runs_dir) / 'results.parquet'}: {len(df)} cells, {(df.status == 'done').sum()} done")
+        elif args.command == "grid": return _grid_command(args)
         elif args.command == "diagnose": _diagnose(args.runs_dir, args.full, args.target)
         elif args.command == "report":
             from race_nb.report import render_report

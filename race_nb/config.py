@@ -8,6 +8,7 @@ import csv, dataclasses
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import yaml
+from fastcore.basics import patch
 from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
@@ -141,31 +142,36 @@ class CellConfig:
     use_vllm: bool = False # trl's vLLM generation (GPU; charged by the same formula)
     vllm_mode: str = "colocate" # trl's vllm_mode when use_vllm
 
-    def resolved_arm(self) -> Arm:
-        "The named arm this cell runs. A cell that picks its arm by `target_rho` needs the policy's FLOPs: `race_nb.grpo.cell_arm` solves for it."
-        if self.arm is not None: return ARMS[check_choice("arm", self.arm, tuple(ARMS))]
-        if self.target_rho is None: raise ValueError("a cell needs an arm name or a target_rho")
-        raise ValueError(f"this cell picks its arm by target_rho={self.target_rho}: race_nb.grpo.cell_arm(cfg) solves for it from the policy's FLOPs")
 
-    def to_yaml(self, path=None) -> str:
-        "YAML of the config (written to `path` when given), readable by `papermill -f`."
-        text = yaml.safe_dump(asdict(self), sort_keys=False)
-        if path: Path(path).write_text(text)
-        return text
+# %% ../nbs/00a_config.ipynb #ee34c8ed
+@patch
+def resolved_arm(self: CellConfig) -> Arm:
+    "The named arm this cell runs. A cell that picks its arm by `target_rho` needs the policy's FLOPs: `race_nb.grpo.cell_arm` solves for it."
+    if self.arm is not None: return ARMS[check_choice("arm", self.arm, tuple(ARMS))]
+    if self.target_rho is None: raise ValueError("a cell needs an arm name or a target_rho")
+    raise ValueError(f"this cell picks its arm by target_rho={self.target_rho}: race_nb.grpo.cell_arm(cfg) solves for it from the policy's FLOPs")
 
-    @classmethod
-    def from_dict(cls, d: dict) -> CellConfig:
-        "Build from a dict, rejecting unknown keys by name."
-        names = {f.name for f in dataclasses.fields(cls)}
-        bad = sorted(set(d) - names)
-        if bad: raise ValueError(f"unknown cell parameter(s) {bad}; valid: {', '.join(sorted(names))}")
-        return cls(**d)
+@patch
+def to_yaml(self: CellConfig, path=None) -> str:
+    "YAML of the config (written to `path` when given), readable by `papermill -f`."
+    text = yaml.safe_dump(asdict(self), sort_keys=False)
+    if path: Path(path).write_text(text)
+    return text
 
-    @classmethod
-    def from_yaml(cls, path, # a params.yaml (`race grid run` writes one per cell); None or "": the defaults
-                  **overrides, # fields to change
-                 ) -> CellConfig:
-        "The config in `path` with `overrides` applied; a `target_rho` override without an `arm` picks the arm by rho."
-        d = (yaml.safe_load(Path(path).read_text()) or {}) if path else {}
-        if "target_rho" in overrides and "arm" not in overrides: overrides["arm"] = None
-        return cls.from_dict({**d, **overrides})
+# %% ../nbs/00a_config.ipynb #6927404d
+@patch(cls_method=True)
+def from_dict(cls: CellConfig, d: dict) -> CellConfig:
+    "Build from a dict, rejecting unknown keys by name."
+    names = {f.name for f in dataclasses.fields(cls)}
+    bad = sorted(set(d) - names)
+    if bad: raise ValueError(f"unknown cell parameter(s) {bad}; valid: {', '.join(sorted(names))}")
+    return cls(**d)
+
+@patch(cls_method=True)
+def from_yaml(cls: CellConfig, path, # a params.yaml (`race grid run` writes one per cell); None or "": the defaults
+              **overrides, # fields to change
+             ) -> CellConfig:
+    "The config in `path` with `overrides` applied; a `target_rho` override without an `arm` picks the arm by rho."
+    d = (yaml.safe_load(Path(path).read_text()) or {}) if path else {}
+    if "target_rho" in overrides and "arm" not in overrides: overrides["arm"] = None
+    return cls.from_dict({**d, **overrides})

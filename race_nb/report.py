@@ -195,59 +195,77 @@ def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
     return here, "reproduced" if ok else "not reproduced"
 
 # %% ../nbs/09_report.ipynb #1cba6440
+def _rho_claims(done: pd.DataFrame) -> list[dict]:
+    "Rows for the best rho per kind of feedback and for the shift. Best rho: reproduced when the paper's value is inside this grid's 95% interval over seeds. Shift (rule minus model): reproduced when its interval is above 0, not reproduced when below, not enough data when it covers 0."
+    from race_nb.race import shift_test, PAPER
+    rows = []
+    if not (len(done) and done.native_reward.notna().any()): return rows
+    k = shift_test(done)[1].set_index("feedback")
+    for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
+        claim = f"best rho on the native reward, {fb} feedback"
+        if fb not in k.index: rows.append(dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (no such reward here)")); continue
+        r = k.loc[fb]
+        rows.append(dict(claim=claim, paper=f"{paper:.3g}", here=_fmt_ci(r.rho_star, r.lo, r.hi),
+                         verdict="not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
+                                 "reproduced" if r.lo <= paper <= r.hi else "not reproduced"))
+    claim, paper = "model-based feedback moves the best rho down (rule minus model)", f"{PAPER['rho_rule'] - PAPER['rho_model']:.3g}"
+    if "rule minus model" not in k.index: return rows + [dict(claim=claim, paper=paper, here="-", verdict="not enough data (needs both kinds)")]
+    r = k.loc["rule minus model"]
+    return rows + [dict(claim=claim, paper=paper, here=_fmt_ci(r.rho_star, r.lo, r.hi),
+                        verdict="not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
+                                "reproduced" if r.lo > 0 else "not reproduced" if r.hi < 0 else "not enough data (interval covers 0)")]
+
+# %% ../nbs/09_report.ipynb #58308bb0
+def _disagreement_claim(done: pd.DataFrame, per_prompt) -> dict:
+    "The target-disagreement row, a count: reproduced when more than half of the dense / PRM configurations hold the pattern (each in at least 80% of bootstrap resamples), not reproduced when more than half contradict it."
+    from race_nb.race import disagreement_pattern
+    claim = "targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)"
+    usable = {"pass1_id", "judge"} <= set(done.columns) and done.reward.isin(("dense",) + MODEL_REWARDS).any()
+    pat = disagreement_pattern(done, per_prompt) if usable else None
+    if pat is None or not len(pat): return dict(claim=claim, paper="holds", here="-", verdict="not enough data (no dense or PRM runs)")
+    counts = pat.verdict.value_counts()
+    here = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "contradicted", "not enough data"))
+    verdict = ("reproduced" if counts.get("holds", 0) > len(pat) / 2 else
+               "not reproduced" if counts.get("contradicted", 0) > len(pat) / 2 else "not enough data")
+    return dict(claim=claim, paper="holds", here=f"{len(pat)} configurations: {here}", verdict=verdict)
+
+def _size_claim(done: pd.DataFrame, per_prompt) -> dict:
+    "The model-size row, a count: reproduced when the best arm differs between sizes in at least one size pair."
+    from race_nb.race import size_coupling
+    claim = "model size and allocation are coupled at a fixed budget (best arm per size)"
+    if done.model.nunique() < 2: return dict(claim=claim, paper="coupled", here="-", verdict="not enough data (one policy size)")
+    sc = size_coupling(done, "pass1_id", per_prompt)
+    differ = sum(r.smaller_arm != r.larger_arm for r in sc.itertuples())
+    here = (f"{len(sc)} size pairs: larger wins {(sc.verdict == 'larger wins').sum()}, smaller wins {(sc.verdict == 'smaller wins').sum()}; "
+            f"best arm differs in {differ}")
+    return dict(claim=claim, paper="coupled", here=here, verdict="reproduced" if differ > 0 else "not reproduced")
+
+def _gain_claim(vt: pd.DataFrame) -> dict:
+    "The held-out-gain row: reproduced when the recommended arm's paired gain over trl's default arm has its 95% interval above 0 in fewer than all configurations (the gain is not guaranteed)."
+    g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
+    pos = int((vt.get("gain_vs_trl_default_lo", pd.Series(dtype=float)) > 0).sum())
+    here = f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos} of {len(g)} configurations" if len(g) else "-"
+    return dict(claim="no guaranteed held-out gain from the recommended arm", paper="not guaranteed", here=here,
+                verdict="reproduced" if len(g) and pos < len(g) else "not reproduced" if len(g) else "not enough data (trl's default arm not in the full runs)")
+
+# %% ../nbs/09_report.ipynb #52509c14
 def paper_claims(results: pd.DataFrame, # the grid's results
                  per_prompt: pd.DataFrame | None = None, # its per-prompt values (`grid.per_prompt_results`)
                  full: pd.DataFrame | None = None, # full-budget results to validate RACE against (this grid is the pilot)
                  full_prompts: pd.DataFrame | None = None,
                 ) -> pd.DataFrame:
-    "One row per claim of the paper: what it says, what this grid measured (95% intervals), and a verdict."
-    from race_nb.race import shift_test, disagreement_pattern, size_coupling, validate, PAPER
+    "One row per claim of the paper: what it says, what this grid measured (95% intervals), and a verdict by the rule its function states."
+    from race_nb.race import validate
     done = results[results.status == "done"]
-    rows = []
-    def add(claim, paper, here, verdict): rows.append(dict(claim=claim, paper=paper, here=here, verdict=verdict))
-    if len(done) and done.native_reward.notna().any():
-        per, kinds = shift_test(done)
-        k = kinds.set_index("feedback")
-        for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
-            if fb in k.index:
-                r = k.loc[fb]
-                add(f"best rho on the native reward, {fb} feedback", f"{paper:.3g}", _fmt_ci(r.rho_star, r.lo, r.hi),
-                    "not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
-                    "reproduced" if r.lo <= paper <= r.hi else "not reproduced")
-            else: add(f"best rho on the native reward, {fb} feedback", f"{paper:.3g}", "-", "not enough data (no such reward here)")
-        if "rule minus model" in k.index:
-            r = k.loc["rule minus model"]
-            add("model-based feedback moves the best rho down (rule minus model)", f"{PAPER['rho_rule'] - PAPER['rho_model']:.3g}", _fmt_ci(r.rho_star, r.lo, r.hi),
-                "not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
-                "reproduced" if r.lo > 0 else "not reproduced" if r.hi < 0 else "not enough data (interval covers 0)")
-        else: add("model-based feedback moves the best rho down (rule minus model)", "0.275", "-", "not enough data (needs both kinds)")
-    pat = disagreement_pattern(done, per_prompt) if {"pass1_id", "judge"} <= set(done.columns) and done.reward.isin(("dense",) + MODEL_REWARDS).any() else None
-    if pat is not None and len(pat):
-        counts = pat.verdict.value_counts()
-        here = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "contradicted", "not enough data"))
-        add("targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)", "holds", f"{len(pat)} configurations: {here}",
-            "reproduced" if counts.get("holds", 0) > len(pat) / 2 else "not reproduced" if counts.get("contradicted", 0) > len(pat) / 2 else "not enough data")
-    else: add("targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)", "holds", "-", "not enough data (no dense or PRM runs)")
-    if done.model.nunique() > 1:
-        sc = size_coupling(done, "pass1_id", per_prompt)
-        arms_differ = sum(r.smaller_arm != r.larger_arm for r in sc.itertuples())
-        add("model size and allocation are coupled at a fixed budget (best arm per size)", "coupled",
-            f"{len(sc)} size pairs: larger wins {(sc.verdict == 'larger wins').sum()}, smaller wins {(sc.verdict == 'smaller wins').sum()}; best arm differs in {arms_differ}",
-            "reproduced" if arms_differ > 0 else "not reproduced")
-    else: add("model size and allocation are coupled at a fixed budget (best arm per size)", "coupled", "-", "not enough data (one policy size)")
-    if full is not None:
-        with warnings.catch_warnings():  # shared seeds are stated in the row below
-            warnings.filterwarnings("ignore", message="the pilot and the full-budget runs share")
-            vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
-        add("RACE's pilot names the regime (pass@1)", "same-regime rate 1.0", *_race_claim(vt, s))
-        g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
-        pos = int((vt.get("gain_vs_trl_default_lo", pd.Series(dtype=float)) > 0).sum())
-        add("no guaranteed held-out gain from the recommended arm", "not guaranteed",
-            f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos} of {len(g)} configurations" if len(g) else "-",
-            "reproduced" if len(g) and pos < len(g) else "not reproduced" if len(g) else "not enough data")
-    else: add("RACE's pilot names the regime (pass@1)", "same-regime rate 1.0", "-",
-              "not enough data (no full-budget runs: race report RUNS --full FULL)")
-    return pd.DataFrame(rows)
+    rows = _rho_claims(done) + [_disagreement_claim(done, per_prompt), _size_claim(done, per_prompt)]
+    race = "RACE's pilot names the regime (pass@1)"
+    if full is None:
+        return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here="-", verdict="not enough data (no full-budget runs: race report RUNS --full FULL)")])
+    with warnings.catch_warnings():  # shared seeds are stated in the row below
+        warnings.filterwarnings("ignore", message="the pilot and the full-budget runs share")
+        vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
+    here, verdict = _race_claim(vt, s)
+    return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here=here, verdict=verdict), _gain_claim(vt)])
 
 # %% ../nbs/09_report.ipynb #2c985d35
 def grid_axes(runs_dir) -> pd.DataFrame:
@@ -372,6 +390,7 @@ main img { max-width: 100%; height: auto; }
 .race-header nav .race-menu-items a.current { border-bottom: none; color: #000; font-weight: 600; }
 """ # one stylesheet for every page of the fallback site
 
+# %% ../nbs/09_report.ipynb #9bd71c2e
 def _toc(body: str) -> str:
     "Table of contents of a page's section headings (nbconvert gives each an id)."
     items = [(lvl, hid, re.sub(r"<[^>]+>|¶", "", text).strip())
@@ -380,6 +399,7 @@ def _toc(body: str) -> str:
     links = "".join(f'<a class="h{l}" href="#{h}">{html.escape(html.unescape(t))}</a>' for l, h, t in items)
     return f'<aside class="race-toc"><strong>On this page</strong>{links}</aside>'
 
+# %% ../nbs/09_report.ipynb #e301a86a
 def _nav(nav, current: str, prefix: str = "") -> str:
     "The header's links. `nav` holds `(stem, text)` for a page and `(text, [(stem, text), ...])` for a drop-down menu; a stem is the page's path under the site root without `.html`, `prefix` leads back to the root."
     def link(stem, text): return f'<a href="{prefix}{stem}.html"{" class=current" if stem == current else ""}>{html.escape(text)}</a>'
@@ -391,6 +411,7 @@ def _nav(nav, current: str, prefix: str = "") -> str:
                    f'<span class="race-menu-items">{"".join(link(*item) for item in b)}</span></span>')
     return "".join(out)
 
+# %% ../nbs/09_report.ipynb #834a4fc3
 def page_chrome(body: str, nav, current: str, site_title: str, prefix: str = "") -> str:
     "A page of the fallback site: header with the site title and navigation (`_nav`), the page with its table of contents, a footer."
     head = (f'<header class="race-header"><a class="race-title" href="{prefix}index.html">{html.escape(site_title)}</a>'

@@ -148,6 +148,7 @@ def site_nav(pages, chapters) -> list:
     "The navigation of the site: the report's pages, the Chapters menu, the API page (`race_nb.report.page_chrome`'s format)."
     return list(pages) + [("Chapters", [(f"chapters/{s}", t) for s, t in chapters]), ("api", "API")]
 
+# %% ../nbs/09a_site.ipynb #e19d0f0e
 def render_site(runs_dir=None, # a grid's runs folder (default: the demo grid's, run first)
                 out="_site", # output folder
                 renderer: str = "auto", # "auto" (quarto when on PATH), "quarto" or "fallback"

@@ -5,6 +5,7 @@
 # %% ../../nbs/04_rewards.core.ipynb #e90502ff
 from __future__ import annotations
 import math, re, time
+from fastcore.basics import patch
 from ..core import check_choice
 from ..config import REWARD_SYSTEMS
 from ..data import end_of_turn, extract_answer, grade, parse_chain_prompt
@@ -48,38 +49,48 @@ class Reward:
         st = batch.get("trainer_state")
         return int(getattr(st, "global_step", self.step) or 0)
 
-    def _columns(self, prompts, completions, batch: dict) -> tuple[list, list, list, list]:
-        n = len(completions)
-        if batch.get("question") is not None: prompts = batch["question"]  # the raw question, not the policy's templated prompt
-        if prompts is None: prompts = [""] * n
-        answers = batch.get("answer")
-        if answers is None: raise ValueError(f"reward {self.name!r} needs an `answer` column in the batch")
-        tasks = batch.get("task") or ["arith"] * n
-        if isinstance(tasks, str): tasks = [tasks] * n
-        for col, vals in (("prompts", prompts), ("answer", answers), ("task", tasks)):
-            if len(vals) != n: raise ValueError(f"reward {self.name!r}: {col} has {len(vals)} entries but there are {n} completions")
-        return [completion_text(p) for p in prompts], [end_of_turn(completion_text(c)) for c in completions], list(answers), list(tasks)
-
-    def check_tasks(self, tasks) -> None:
-        "Raise before any training when this system cannot score text of one of `tasks` (rule-based systems read every task)."
-
-    def __call__(self, prompts=None, completions=None, **batch) -> list[float]:
-        if completions is None: raise ValueError(f"reward {self.name!r} needs completions")
-        p, c, a, t = self._columns(prompts, completions, batch)
-        t0 = time.process_time()
-        out = self.score_batch(p, c, a, t, step=self._step(batch))
-        if self.ledger is not None and self.phase == "rule":
-            self.ledger.record(self._step(batch), self.component, self.phase, 0.0, seconds=time.process_time() - t0)
-        return [float(x) for x in out]
-
-    def score_batch(self, prompts, completions, answers, tasks, step=0) -> list[float]:
-        "Scores of a checked batch (rule-based systems score one completion at a time)."
-        return [self.score(p, c, a, t) for p, c, a, t in zip(prompts, completions, answers, tasks)]
-
-    def score(self, prompt: str, completion: str, answer: str, task: str) -> float:
-        raise NotImplementedError
-
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
+
+# %% ../../nbs/04_rewards.core.ipynb #08573666
+@patch
+def _columns(self: Reward, prompts, completions, batch: dict) -> tuple[list, list, list, list]:
+    "The batch as four checked lists: the raw questions (trl passes the templated prompt, the batch the question), completion texts cut at the end of turn, answers and tasks."
+    n = len(completions)
+    if batch.get("question") is not None: prompts = batch["question"]  # the raw question, not the policy's templated prompt
+    if prompts is None: prompts = [""] * n
+    answers = batch.get("answer")
+    if answers is None: raise ValueError(f"reward {self.name!r} needs an `answer` column in the batch")
+    tasks = batch.get("task") or ["arith"] * n
+    if isinstance(tasks, str): tasks = [tasks] * n
+    for col, vals in (("prompts", prompts), ("answer", answers), ("task", tasks)):
+        if len(vals) != n: raise ValueError(f"reward {self.name!r}: {col} has {len(vals)} entries but there are {n} completions")
+    return [completion_text(p) for p in prompts], [end_of_turn(completion_text(c)) for c in completions], list(answers), list(tasks)
+
+# %% ../../nbs/04_rewards.core.ipynb #972db253
+@patch
+def check_tasks(self: Reward, tasks) -> None:
+    "Raise before any training when this system cannot score text of one of `tasks` (rule-based systems read every task)."
+
+@patch
+def __call__(self: Reward, prompts=None, completions=None, **batch) -> list[float]:
+    "Score a batch as trl calls a reward function (keyword columns); rule-based systems charge 0 FLOPs and their CPU time."
+    if completions is None: raise ValueError(f"reward {self.name!r} needs completions")
+    p, c, a, t = self._columns(prompts, completions, batch)
+    t0 = time.process_time()
+    out = self.score_batch(p, c, a, t, step=self._step(batch))
+    if self.ledger is not None and self.phase == "rule":
+        self.ledger.record(self._step(batch), self.component, self.phase, 0.0, seconds=time.process_time() - t0)
+    return [float(x) for x in out]
+
+@patch
+def score_batch(self: Reward, prompts, completions, answers, tasks, step=0) -> list[float]:
+    "Scores of a checked batch (rule-based systems score one completion at a time)."
+    return [self.score(p, c, a, t) for p, c, a, t in zip(prompts, completions, answers, tasks)]
+
+@patch
+def score(self: Reward, prompt: str, completion: str, answer: str, task: str) -> float:
+    "The score of one completion (rule-based systems override this)."
+    raise NotImplementedError
 
 # %% ../../nbs/04_rewards.core.ipynb #caf016ff
 REGISTRY: dict = {}
