@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import torch
 import torch.nn.functional as F
+from fastcore.basics import patch
 
 log = logging.getLogger(__name__)
 
@@ -108,23 +109,6 @@ class FastDecoder:
                             o=_Linear([l.self_attn.o_proj]), gu=_Linear([l.mlp.gate_proj, l.mlp.up_proj]),
                             down=_Linear([l.mlp.down_proj])) for l in core.layers]
 
-    def _block(self, x, L, cos, sin, k_cache, v_cache, start, bias):
-        "One decoder layer on x [B, S, d] whose tokens sit at cache positions start..start+S-1."
-        B, S, d = x.shape
-        H, KV, hd = self.H, self.KV, self.hd
-        q, k, v = L["qkv"](_rms(x, L["ln1"], self.eps).reshape(B * S, d))
-        qk = _rotate(torch.cat([q, k], -1).view(B, S, H + KV, hd).transpose(1, 2), cos, sin)  # RoPE on q and k at once
-        k_cache[:, :, start:start + S] = qk[:, H:]
-        v_cache[:, :, start:start + S] = v.view(B, S, KV, hd).transpose(1, 2)
-        K, V = k_cache[:, :, :start + S], v_cache[:, :, :start + S]
-        q = qk[:, :H].reshape(B, KV, (H // KV) * S, hd)  # query heads grouped under their shared key head
-        att = torch.matmul(q, K.transpose(2, 3)) * self.scaling + bias
-        o = torch.matmul(F.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype), V)
-        o = o.view(B, H, S, hd).transpose(1, 2).reshape(B * S, H * hd)
-        x = x + L["o"](o)[0].view(B, S, d)
-        g, u = L["gu"](_rms(x, L["ln2"], self.eps).reshape(B * S, d))
-        return x + L["down"](F.silu(g) * u)[0].view(B, S, d)
-
     def rope(self, positions: int, like: torch.Tensor) -> tuple:
         "cos and sin tables [positions, head_dim] of the model's rotary embedding."
         cos, sin = self.rotary(like, torch.arange(positions, device=like.device)[None])
@@ -136,6 +120,25 @@ class FastDecoder:
         cos, sin = rope[0][pos].unsqueeze(1), rope[1][pos].unsqueeze(1)
         for L, (kc, vc) in zip(self.layers, caches): x = self._block(x, L, cos, sin, kc, vc, start, bias)
         return self.head(_rms(x[:, -1], self.norm, self.eps))[0]
+
+# %% ../nbs/03a_fastgen.ipynb #9a90b6c1
+@patch
+def _block(self: FastDecoder, x, L, cos, sin, k_cache, v_cache, start, bias):
+    "One decoder layer on x [B, S, d] whose tokens sit at cache positions start..start+S-1."
+    B, S, d = x.shape
+    H, KV, hd = self.H, self.KV, self.hd
+    q, k, v = L["qkv"](_rms(x, L["ln1"], self.eps).reshape(B * S, d))
+    qk = _rotate(torch.cat([q, k], -1).view(B, S, H + KV, hd).transpose(1, 2), cos, sin)  # RoPE on q and k at once
+    k_cache[:, :, start:start + S] = qk[:, H:]
+    v_cache[:, :, start:start + S] = v.view(B, S, KV, hd).transpose(1, 2)
+    K, V = k_cache[:, :, :start + S], v_cache[:, :, :start + S]
+    q = qk[:, :H].reshape(B, KV, (H // KV) * S, hd)  # query heads grouped under their shared key head
+    att = torch.matmul(q, K.transpose(2, 3)) * self.scaling + bias
+    o = torch.matmul(F.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype), V)
+    o = o.view(B, H, S, hd).transpose(1, 2).reshape(B * S, H * hd)
+    x = x + L["o"](o)[0].view(B, S, d)
+    g, u = L["gu"](_rms(x, L["ln2"], self.eps).reshape(B * S, d))
+    return x + L["down"](F.silu(g) * u)[0].view(B, S, d)
 
 # %% ../nbs/03a_fastgen.ipynb #8b2d25e5
 def _prefill_bias(mask: torch.Tensor, groups: int, dtype) -> torch.Tensor:

@@ -343,6 +343,31 @@ def _tiny_model(config: dict, device: str):
     with torch.device(device): return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
 
 # %% ../nbs/01_flops.ipynb #1aeb4d8f
+def _check_pair(check: str, c: dict, lora, ids, new_tokens: int, logits_to_keep: int, device: str) -> tuple[float, float]:
+    "(analytic, measured) FLOPs of one check on a fresh model built from config `c`."
+    import torch
+    from peft import LoraConfig, get_peft_model
+    model, (batch, seq_len) = _tiny_model(c, device), ids.shape
+    if check == "forward":
+        model.eval()
+        return ModelFlops.from_config(c).forward(batch, seq_len), count_flops(torch.no_grad()(model), input_ids=ids)[1]
+    if check == "generate":
+        model.eval()
+        _, got = count_flops(model.generate, ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None)
+        return ModelFlops.from_config(c).generate(batch, seq_len, new_tokens), got
+    adapter, gc = check in ("train_lora", "train_lora_gc"), check == "train_lora_gc"
+    if gc:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    if adapter:
+        model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=2 * lora.r, lora_dropout=0.0, target_modules=list(lora.target_modules)))
+    model.train()
+    _, got = count_flops(lambda: model(input_ids=ids, logits_to_keep=logits_to_keep).logits.float().logsumexp(-1).mean().backward())
+    mf = ModelFlops.from_config(c, lora=lora if adapter else None)
+    return mf.train_step(batch, seq_len, logits_to_keep or "all", input_grads=gc) + (mf.recompute(batch, seq_len) if gc else 0.), got
+
+# %% ../nbs/01_flops.ipynb #12f1bc87
 def validate_flops(config, # anything `load_config` reads
                    lora=None, # LoRA spec for the "train_lora" check (default: rank 8, all seven linear layers)
                    batch: int = 2, # padded batch
@@ -354,37 +379,13 @@ def validate_flops(config, # anything `load_config` reads
                   ) -> pd.DataFrame:
     "Compare `ModelFlops` with FlopCounterMode on a real model built from `config`; one row per check."
     import torch
-    from peft import LoraConfig, get_peft_model
     c, lora = load_config(config), LoraSpec.from_any(lora) or LoraSpec(8)
-    keep = logits_to_keep or "all"
+    for check in checks: check_choice("check", check, CHECKS)
     ids = torch.randint(3, int(c["vocab_size"]), (batch, seq_len), device=device)
-    loss = lambda out: out.logits.float().logsumexp(-1).mean().backward()
     rows = []
     for check in checks:
-        check_choice("check", check, CHECKS)
         if check == "generate" and device == "meta": continue
-        model = _tiny_model(c, device)
-        if check == "forward":
-            model.eval()
-            _, got = count_flops(torch.no_grad()(model), input_ids=ids)
-            want = ModelFlops.from_config(c).forward(batch, seq_len)
-        elif check == "generate":
-            model.eval()
-            _, got = count_flops(model.generate, ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None)
-            want = ModelFlops.from_config(c).generate(batch, seq_len, new_tokens)
-        else:
-            adapter, gc = check in ("train_lora", "train_lora_gc"), check == "train_lora_gc"
-            if gc:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-                model.enable_input_require_grads()
-            if adapter:
-                model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=2 * lora.r, lora_dropout=0.0,
-                                                         target_modules=list(lora.target_modules)))
-            model.train()
-            _, got = count_flops(lambda: loss(model(input_ids=ids, logits_to_keep=logits_to_keep)))
-            mf = ModelFlops.from_config(c, lora=lora if adapter else None)
-            want = mf.train_step(batch, seq_len, keep, input_grads=gc) + (mf.recompute(batch, seq_len) if gc else 0.)
+        want, got = _check_pair(check, c, lora, ids, new_tokens, logits_to_keep, device)
         rows.append(dict(check=check, analytic=want, measured=got, ratio=want / got))
     return pd.DataFrame(rows)
 

@@ -316,6 +316,23 @@ def _attach_rewards(tr) -> list[str]:
                       f"charge_reward_model(fn, model); charge_reward_model(fn) declares a function that runs none")
     return uncharged
 
+# %% ../nbs/05_grpo.ipynb #cfe8247e
+def _trainer_ledger(budget: float | None, ledger: FlopsLedger | None) -> FlopsLedger:
+    "The ledger a trainer records into: `ledger`, its budget set to `budget` when given (never contradicted), or a new one with `budget`."
+    if ledger is None: return FlopsLedger(budget=budget)
+    if budget is not None:
+        if ledger.budget not in (None, float(budget)): raise ValueError(f"budget={budget:.4g} contradicts the ledger's budget {ledger.budget:.4g}")
+        ledger.budget = float(check_positive("budget", budget))
+    return ledger
+
+def _add_ledger_callbacks(trainer, ledger: FlopsLedger) -> None:
+    "With a budget, the budget bar replaces trl's step bar (max_steps is only a cap) and stops training; the ledger is saved with every checkpoint."
+    if ledger.budget:
+        for cb in list(trainer.callback_handler.callbacks):
+            if type(cb).__name__ in ("ProgressCallback", "NotebookProgressCallback"): trainer.remove_callback(cb)
+        trainer.add_callback(BudgetCallback(ledger))
+    trainer.add_callback(LedgerCheckpointCallback(ledger))
+
 # %% ../nbs/05_grpo.ipynb #61cb2fe6
 class LedgerGRPOTrainer(GRPOTrainer):
     "trl's `GRPOTrainer` recording every FLOP it executes in a `FlopsLedger`, reported through trl's logging; optional budget and PODS down-sampling."
@@ -328,10 +345,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
                  fast_generation: bool = False, # sample rollouts with race_nb.fastgen where it reproduces trl's generate
                  policy_flops: ModelFlops | None = None, # FLOPs model of the policy (default: from the loaded model and its adapter)
                  **kwargs):
-        if ledger is None: ledger = FlopsLedger(budget=budget)
-        elif budget is not None:
-            if ledger.budget not in (None, float(budget)): raise ValueError(f"budget={budget:.4g} contradicts the ledger's budget {ledger.budget:.4g}")
-            ledger.budget = float(check_positive("budget", budget))
+        ledger = _trainer_ledger(budget, ledger)
         with _quiet_deprecations(): super().__init__(*args, **kwargs)
         self.ledger, self.report_card = ledger, report_card
         self.policy_flops = policy_flops or ModelFlops.from_model(self.model)
@@ -345,27 +359,28 @@ class LedgerGRPOTrainer(GRPOTrainer):
             raise ValueError("PODS down-sampling (keep < num_generations) is implemented for one process only")
         self.uncharged = _attach_rewards(self)
         self._scoring, self._flos_seen, self._logged = False, ledger.total, (self.state.global_step, ledger.totals())
-        if ledger.budget:
-            for cb in list(self.callback_handler.callbacks):  # the budget bar replaces the step bar (max_steps is only a cap)
-                if type(cb).__name__ in ("ProgressCallback", "NotebookProgressCallback"): self.remove_callback(cb)
-            self.add_callback(BudgetCallback(ledger))
-        self.add_callback(LedgerCheckpointCallback(ledger))
+        _add_ledger_callbacks(self, ledger)
 
-    def _head_positions(self, batch: int, seq_len: int, completion_mask: torch.Tensor) -> int:
-        return int(completion_mask.sum()) if _compact_head(completion_mask.device) else batch * (seq_len - 1)
+# %% ../nbs/05_grpo.ipynb #76ea0759
+@patch
+def _head_positions(self: LedgerGRPOTrainer, batch: int, seq_len: int, completion_mask: torch.Tensor) -> int:
+    "Positions whose logits the LM head computes in a training forward: the completion tokens where trl computes them compactly, else every shifted position."
+    return int(completion_mask.sum()) if _compact_head(completion_mask.device) else batch * (seq_len - 1)
 
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        "trl's regular generation path, run by `fast_generate` (same arithmetic, same sampling rule) when it applies."
-        if self.fast_reason or images is not None or multimodal_fields:
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        return _fast_completions(self, prompt_ids)
+@patch
+def _generate_single_turn(self: LedgerGRPOTrainer, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+    "trl's regular generation path, run by `fast_generate` (same arithmetic, same sampling rule) when it applies."
+    if self.fast_reason or images is not None or multimodal_fields:
+        return GRPOTrainer._generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+    return _fast_completions(self, prompt_ids)
 
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        "trl's reward calculation; declared reward models are charged while it runs."
-        self._scoring, t0 = True, time.perf_counter()
-        try: self._last_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        finally: self._scoring, self._reward_seconds = False, time.perf_counter() - t0
-        return self._last_rewards
+@patch
+def _calculate_rewards(self: LedgerGRPOTrainer, inputs, prompts, completions, completion_ids_list):
+    "trl's reward calculation; declared reward models are charged while it runs."
+    self._scoring, t0 = True, time.perf_counter()
+    try: self._last_rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids_list)
+    finally: self._scoring, self._reward_seconds = False, time.perf_counter() - t0
+    return self._last_rewards
 
 # %% ../nbs/05_grpo.ipynb #6d52abf5
 @patch

@@ -149,6 +149,31 @@ def site_nav(pages, chapters) -> list:
     return list(pages) + [("Chapters", [(f"chapters/{s}", t) for s, t in chapters]), ("api", "API")]
 
 # %% ../nbs/09a_site.ipynb #e19d0f0e
+def _quarto_site(executed: Path, raw: Path, out: Path, pages, chapters, api) -> None:
+    "Quarto: the readers' copies of the chapters and api.md beside the executed report pages, one project, one navbar."
+    import nbformat
+    (executed / "chapters").mkdir(exist_ok=True)
+    for s, _ in chapters: nbformat.write(chapter_for_readers(nbformat.read(raw / f"{s}.ipynb", as_version=4)), executed / "chapters" / f"{s}.ipynb")
+    (executed / "api.md").write_text("\n\n".join(c.source for c in api.cells))
+    render_quarto(executed, out, pages, extra=[f"chapters/{s}.ipynb" for s, _ in chapters] + ["api.md"],
+                  extra_nav=[{"text": "Chapters", "menu": [{"text": t, "href": f"chapters/{s}.ipynb"} for s, t in chapters]},
+                             {"text": "API", "href": "api.md"}])
+
+def _fallback_site(executed: Path, raw: Path, out: Path, pages, chapters, api) -> None:
+    "The fallback: report pages, chapter pages under chapters/, api.html, all with `site_nav`'s navigation."
+    import nbformat
+    from nbconvert import HTMLExporter
+    nav = site_nav(pages, chapters)
+    site_title = yaml.safe_load((project_root() / "_quarto.yml").read_text())["website"]["title"]
+    render_fallback(executed, out, pages, nav)
+    (out / "chapters").mkdir(exist_ok=True)
+    for s, t in chapters:
+        (out / "chapters" / f"{s}.html").write_text(chapter_html(nbformat.read(raw / f"{s}.ipynb", as_version=4), nav, s, t, site_title), encoding="utf-8")
+    body, _ = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(api)
+    body = re.sub(r"<title>.*?</title>", "<title>API - race_nb</title>", body, count=1, flags=re.S)
+    (out / "api.html").write_text(page_chrome(body, nav, "api", site_title), encoding="utf-8")
+
+# %% ../nbs/09a_site.ipynb #fa85bdff
 def render_site(runs_dir=None, # a grid's runs folder (default: the demo grid's, run first)
                 out="_site", # output folder
                 renderer: str = "auto", # "auto" (quarto when on PATH), "quarto" or "fallback"
@@ -158,7 +183,6 @@ def render_site(runs_dir=None, # a grid's runs folder (default: the demo grid's,
                 workers: int | None = None, # notebooks executed at once
                ) -> tuple[Path, str]:
     "Build the site: report pages, executed chapters and the API page, one navigation; return (index page, renderer used)."
-    import nbformat
     renderer, out = pick_renderer(renderer), Path(out)
     known = chapter_pages()
     if chapters is not None:
@@ -170,23 +194,6 @@ def render_site(runs_dir=None, # a grid's runs folder (default: the demo grid's,
         runs_dir = run_grid(project_root() / "grids" / "demo.yaml", runs_root="runs", workers=workers)
     executed, pages = execute_report(runs_dir, out, kernel, full_dir, workers)
     raw = execute_chapters(out, [s for s, _ in known], kernel, workers)
-    site_title = yaml.safe_load((project_root() / "_quarto.yml").read_text())["website"]["title"]
     api = api_notebook([e for e in api_entries() if e["chapter"] in dict(known)], known)
-    nav = site_nav(pages, known)
-    if renderer == "quarto":
-        (executed / "chapters").mkdir(exist_ok=True)
-        for s, _ in known: nbformat.write(chapter_for_readers(nbformat.read(raw / f"{s}.ipynb", as_version=4)), executed / "chapters" / f"{s}.ipynb")
-        (executed / "api.md").write_text("\n\n".join(c.source for c in api.cells))
-        render_quarto(executed, out, pages, extra=[f"chapters/{s}.ipynb" for s, _ in known] + ["api.md"],
-                      extra_nav=[{"text": "Chapters", "menu": [{"text": t, "href": f"chapters/{s}.ipynb"} for s, t in known]},
-                                 {"text": "API", "href": "api.md"}])
-        return out / "index.html", renderer
-    render_fallback(executed, out, pages, nav)
-    (out / "chapters").mkdir(exist_ok=True)
-    for s, t in known:
-        (out / "chapters" / f"{s}.html").write_text(chapter_html(nbformat.read(raw / f"{s}.ipynb", as_version=4), nav, s, t, site_title), encoding="utf-8")
-    from nbconvert import HTMLExporter
-    body, _ = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(api)
-    body = re.sub(r"<title>.*?</title>", "<title>API - race_nb</title>", body, count=1, flags=re.S)
-    (out / "api.html").write_text(page_chrome(body, nav, "api", site_title), encoding="utf-8")
+    (_quarto_site if renderer == "quarto" else _fallback_site)(executed, raw, out, pages, known, api)
     return out / "index.html", renderer

@@ -68,24 +68,28 @@ class TinyStepScorer:
         self.max_len = self.model.config.max_position_embeddings
         self.nl = self.tok.convert_tokens_to_ids("\n")
 
-    def _encode(self, prompt: str, completion: str):
-        "Token ids and the token span of each line, or None when the text cannot be scored."
-        lines = _lines(completion)
-        if not lines or set(prompt + completion) - set(ALPHABET): return None
-        ids, spans = self.tok(prompt)["input_ids"], []
-        for k, line in enumerate(lines):
-            start = len(ids)
-            ids += self.tok(line)["input_ids"] + [self.nl if k < len(lines) - 1 else self.tok.eos_token_id]
-            spans.append((start, len(ids)))
-        return (ids, spans) if len(ids) <= self.max_len and ids and spans[0][0] > 0 else None
-
     def check_tasks(self, tasks, name: str) -> None:
         "Raise unless every task is the arithmetic chains this character-level scorer reads."
         check_scorer_tasks(name, {"backend": "tiny"}, tasks)
 
-    @torch.no_grad()
-    def score(self, prompts: list[str], completions: list[str]) -> tuple[list, dict]:
-        "Per-line scores of each completion (None when unscorable) and the work done."
+# %% ../../nbs/04_rewards.prm.ipynb #d9233e25
+@patch
+def _encode(self: TinyStepScorer, prompt: str, completion: str):
+    "Token ids and the token span of each line, or None when the text cannot be scored."
+    lines = _lines(completion)
+    if not lines or set(prompt + completion) - set(ALPHABET): return None
+    ids, spans = self.tok(prompt)["input_ids"], []
+    for k, line in enumerate(lines):
+        start = len(ids)
+        ids += self.tok(line)["input_ids"] + [self.nl if k < len(lines) - 1 else self.tok.eos_token_id]
+        spans.append((start, len(ids)))
+    return (ids, spans) if len(ids) <= self.max_len and ids and spans[0][0] > 0 else None
+
+# %% ../../nbs/04_rewards.prm.ipynb #e52354d3
+@patch
+def score(self: TinyStepScorer, prompts: list[str], completions: list[str]) -> tuple[list, dict]:
+    "Per-line scores of each completion (None when unscorable) and the work done."
+    with torch.no_grad():  # scoring only
         enc = [self._encode(p, c) for p, c in zip(prompts, completions)]
         todo, out = [i for i, e in enumerate(enc) if e is not None], [None] * len(completions)
         if not todo: return out, dict(NO_WORK)
@@ -273,6 +277,19 @@ def _load_scorer(cls, source, arch: str, trust_remote_code: bool, dtype, attn_im
                          "initialise that head at random and every score would be noise; use a checkpoint trained with this head")
     return model
 
+# %% ../../nbs/04_rewards.prm.ipynb #58635ff8
+def _scorer_tokenizer(source: str, interface: str, model, sep_token: str, trust_remote_code: bool):
+    "The reward model's tokenizer, right-padded with a pad token, and the step separator's id (step PRMs; None for outcome judges), refused when the tokenizer lacks it."
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    tok.padding_side = "right"
+    if tok.pad_token_id is None: tok.pad_token = tok.eos_token
+    if interface == "outcome" and model.config.pad_token_id is None: model.config.pad_token_id = tok.pad_token_id
+    sep_id = tok.convert_tokens_to_ids(sep_token) if interface == "step" else None
+    if interface == "step" and (sep_id is None or sep_id == tok.unk_token_id):
+        raise ValueError(f"the PRM tokenizer at {source} has no separator token {sep_token!r}")
+    return tok, sep_id
+
 # %% ../../nbs/04_rewards.prm.ipynb #1eee0cdf
 class HFScorer:
     "A Hugging Face step PRM (separator token, positive-class probability per step) or outcome judge (one score per completion)."
@@ -286,7 +303,7 @@ class HFScorer:
                  max_batch_tokens: int = 16384, # padded tokens per forward
                  logit_scale: float = 1.0, # outcome judges with one logit: the logit that scores 0.75 (see `bounded_score`)
                 ):
-        from transformers import AutoConfig, AutoTokenizer
+        from transformers import AutoConfig
         from race_nb.models import default_device, torch_dtype
         if not Path(source).exists() and is_offline():
             raise RuntimeError(f"HF_HUB_OFFLINE=1: cannot download {source}; pass path= a local copy of the reward model")
@@ -297,14 +314,8 @@ class HFScorer:
         self.model = _load_scorer(cls, source, arch, trust_remote_code, torch_dtype(dtype, self.device), attn_implementation)
         self.model.to(self.device).eval()
         self.logit_scale = check_positive("logit_scale", logit_scale)
-        self.tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-        self.tok.padding_side = "right"
-        if self.tok.pad_token_id is None: self.tok.pad_token = self.tok.eos_token
-        if self.interface == "outcome" and self.model.config.pad_token_id is None: self.model.config.pad_token_id = self.tok.pad_token_id
+        self.tok, self.sep_id = _scorer_tokenizer(source, self.interface, self.model, sep_token, trust_remote_code)
         self.sep, self.step_separator, self.max_batch_tokens = sep_token, step_separator, max_batch_tokens
-        self.sep_id = self.tok.convert_tokens_to_ids(sep_token) if self.interface == "step" else None
-        if self.interface == "step" and (self.sep_id is None or self.sep_id == self.tok.unk_token_id):
-            raise ValueError(f"the PRM tokenizer at {source} has no separator token {sep_token!r}")
         self.flops = ModelFlops.from_model(self.model)
         self.source = source
         self.score(["What is 1 + 1?"], ["We add.\n\nSo the answer is $\\boxed{2}$."])  # probe: a wrong head shape or non-finite output fails here, before training
@@ -312,17 +323,19 @@ class HFScorer:
     def check_tasks(self, tasks, name: str) -> None:
         "Any text can be tokenized: every task is scorable."
 
-    def _text(self, question: str, completion: str) -> str | None:
-        "The conversation the reward model reads (None when a step PRM gets no steps; an outcome judge rates even an empty reply)."
-        steps = [s.strip() for s in completion.split(self.step_separator) if s.strip()]
-        if not steps and self.interface == "step": return None
-        body = self.sep.join(steps) + self.sep if self.interface == "step" else completion.strip()
-        if getattr(self.tok, "chat_template", None):
-            from race_nb.models import MATH_SYSTEM_PROMPT
-            msgs = [{"role": "system", "content": MATH_SYSTEM_PROMPT}, {"role": "user", "content": question},
-                    {"role": "assistant", "content": body}]
-            return self.tok.apply_chat_template(msgs, tokenize=False)
-        return question + "\n" + body
+# %% ../../nbs/04_rewards.prm.ipynb #09af024f
+@patch
+def _text(self: HFScorer, question: str, completion: str) -> str | None:
+    "The conversation the reward model reads (None when a step PRM gets no steps; an outcome judge rates even an empty reply)."
+    steps = [s.strip() for s in completion.split(self.step_separator) if s.strip()]
+    if not steps and self.interface == "step": return None
+    body = self.sep.join(steps) + self.sep if self.interface == "step" else completion.strip()
+    if getattr(self.tok, "chat_template", None):
+        from race_nb.models import MATH_SYSTEM_PROMPT
+        msgs = [{"role": "system", "content": MATH_SYSTEM_PROMPT}, {"role": "user", "content": question},
+                {"role": "assistant", "content": body}]
+        return self.tok.apply_chat_template(msgs, tokenize=False)
+    return question + "\n" + body
 
 # %% ../../nbs/04_rewards.prm.ipynb #e6276f6e
 def bounded_score(logit: torch.Tensor, # an outcome judge's logit (or log-odds of a two-label head)
