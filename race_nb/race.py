@@ -14,12 +14,11 @@ from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, Cel
 
 # %% auto #0
 __all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'CALLS', 'PAPER', 'pilot_grid', 'fit_curve',
-           'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'Thresholds', 'rho_prime',
-           'arm_values', 'paired_interval', 'update_call', 'config_keys', 'select_config', 'diagnose',
-           'synthetic_results', 'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate',
-           'validation_summary', 'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test',
-           'argmax_frequencies', 'disagreement_pattern', 'size_bought', 'size_coupling', 'diagnose_runs',
-           'format_regimes']
+           'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'synthetic_results', 'Thresholds',
+           'rho_prime', 'arm_values', 'paired_interval', 'update_call', 'config_keys', 'select_config', 'diagnose',
+           'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
+           'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies',
+           'disagreement_pattern', 'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -92,6 +91,25 @@ def best_rho(kind: str, rho, y) -> float:
     if kind == "constant": return float("nan")
     grid = np.linspace(rho.min(), rho.max(), 201)
     return float(grid[np.argmax(predict_curve(kind, fit_curve(kind, rho, y), grid))])
+
+# %% ../nbs/08_race.ipynb #048ad040
+def synthetic_results(curves: dict, # (model, reward) -> function of rho giving the mean target
+                      arms_rho: dict | None = None, # arm -> realised rho (default: four arms 0.25..0.85)
+                      reward_share: dict | None = None, # (model, reward) -> reward FLOP share
+                      noise: float = 0.01, seeds: int = 3, seed: int = 0, target: str = "pass1_id",
+                     ) -> pd.DataFrame:
+    "A results table simulated from known response curves (for testing RACE)."
+    arms_rho = arms_rho or {"n16-m4": 0.25, "n8-m4": 0.45, "n8-m8": 0.65, "n8-m8-mu4": 0.85}
+    rng, rows = np.random.default_rng(seed), []
+    for (model, reward), f in curves.items():
+        share = (reward_share or {}).get((model, reward), 0.0)
+        for arm, r in arms_rho.items():
+            for s in range(seeds):
+                rr = r * (1 - share) + rng.normal(0, 0.005)
+                rows.append(dict(cell=f"{model}-{reward}-{arm}-{s}", status="done", model=model, reward=reward, arm=arm, seed=s,
+                                 rho=rr, flops_total=1e12, flops_reward=share * 1e12, flops_learning=rr * 1e12,
+                                 flops_search=(1 - rr - share) * 1e12, **{target: f(rr) + rng.normal(0, noise)}))
+    return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #2dd76b36
 @dataclass(frozen=True)
@@ -274,25 +292,6 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
             point[sib_of(cfg["reward"])] = call["best_rho"]
             rows.append(dict(base, **update_call(g, target, per_prompt, th), **call,
                              confidence=_confidence(g, target, sibling, call, th), **_recommend(g, target, call)))
-    return pd.DataFrame(rows)
-
-# %% ../nbs/08_race.ipynb #048ad040
-def synthetic_results(curves: dict, # (model, reward) -> function of rho giving the mean target
-                      arms_rho: dict | None = None, # arm -> realised rho (default: four arms 0.25..0.85)
-                      reward_share: dict | None = None, # (model, reward) -> reward FLOP share
-                      noise: float = 0.01, seeds: int = 3, seed: int = 0, target: str = "pass1_id",
-                     ) -> pd.DataFrame:
-    "A results table simulated from known response curves (for testing RACE)."
-    arms_rho = arms_rho or {"n16-m4": 0.25, "n8-m4": 0.45, "n8-m8": 0.65, "n8-m8-mu4": 0.85}
-    rng, rows = np.random.default_rng(seed), []
-    for (model, reward), f in curves.items():
-        share = (reward_share or {}).get((model, reward), 0.0)
-        for arm, r in arms_rho.items():
-            for s in range(seeds):
-                rr = r * (1 - share) + rng.normal(0, 0.005)
-                rows.append(dict(cell=f"{model}-{reward}-{arm}-{s}", status="done", model=model, reward=reward, arm=arm, seed=s,
-                                 rho=rr, flops_total=1e12, flops_reward=share * 1e12, flops_learning=rr * 1e12,
-                                 flops_search=(1 - rr - share) * 1e12, **{target: f(rr) + rng.normal(0, noise)}))
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #bca2c681
