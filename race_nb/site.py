@@ -11,7 +11,7 @@ from .core import project_root
 from .report import execute_report, for_readers, math_to_mathml, page_chrome, pick_renderer, render_fallback, render_quarto
 
 # %% auto #0
-__all__ = ['CHAPTER_PRELOAD', 'chapter_pages', 'skip_flags', 'for_execution', 'execute_chapters', 'api_entries', 'api_notebook',
+__all__ = ['chapter_pages', 'skip_flags', 'for_execution', 'execute_chapters', 'api_entries', 'api_notebook',
            'chapter_for_readers', 'chapter_html', 'site_nav', 'render_site']
 
 # %% ../nbs/09a_site.ipynb #f56e67e3
@@ -44,19 +44,16 @@ def for_execution(nb, flags=None):
     return nb
 
 # %% ../nbs/09a_site.ipynb #3efd442f
-CHAPTER_PRELOAD = ("race_nb.core", "race_nb.config", "race_nb.flops", "pandas", "matplotlib.pyplot", "torch", "transformers") # what most chapters import: their kernels are forked with it loaded (`race_nb.kernels`)
-
 def execute_chapters(out, # the site's folder: executed copies go to `out/_executed/chapters/`
                      chapters=None, # chapter stems (default: every chapter of the menu)
                      kernel: str = "race_nb", # Jupyter kernel for papermill
                      workers: int | None = None, # chapters executed at once (default: the cores)
                     ) -> Path:
-    "Execute chapters with papermill from `nbs/`, each as `for_execution` prepares it; return the folder of executed copies. Failing chapters are named with their errors, after the others have run."
+    "Execute chapters with papermill from `nbs/`, each as `for_execution` prepares it, each in a fresh kernel as a reader runs it (not a warm one: 00b_kernels checks what a cold kernel sees); return the folder of executed copies. Failing chapters are named with their errors, after the others have run."
     from concurrent.futures import ProcessPoolExecutor, as_completed
     import nbformat
     from tqdm import tqdm
     from race_nb.core import run_notebook
-    from race_nb.kernels import warm_kernels
     known = dict(chapter_pages())
     stems = list(known) if chapters is None else list(chapters)
     unknown = [s for s in stems if s not in known]
@@ -67,11 +64,13 @@ def execute_chapters(out, # the site's folder: executed copies go to `out/_execu
     inputs.mkdir(parents=True, exist_ok=True)
     for s in stems: nbformat.write(for_execution(nbformat.read(nbs / f"{s}.ipynb", as_version=4)), inputs / f"{s}.ipynb")
     failed = []
-    with warm_kernels(CHAPTER_PRELOAD), ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(stems)))) as ex:
+    with ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(stems)))) as ex:
         futs = {ex.submit(run_notebook, inputs / f"{s}.ipynb", dst / f"{s}.ipynb", {}, nbs, kernel): s for s in stems}
         for f in tqdm(as_completed(futs), total=len(futs), desc="chapters", unit="chapter"):
             try: f.result()
-            except Exception as e: failed.append(f"  {futs[f]}: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1][:300]}")
+            except Exception as e:  # papermill's error names the exception the chapter raised and the cell it ran
+                what = f"{e.ename}: {e.evalue}"[:300] if hasattr(e, "ename") else f"{type(e).__name__}: {e}"[:300]
+                failed.append(f"  {futs[f]}: {what}" + (f" (cell {e.exec_count})" if getattr(e, "exec_count", None) else ""))
     if failed: raise RuntimeError(f"{len(failed)} of {len(stems)} chapters failed to execute (the executed copies, errors included, are in {dst}):\n" + "\n".join(failed))
     return dst
 
