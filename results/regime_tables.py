@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from race_nb.grid import aggregate, per_prompt_results
-from race_nb.race import bootstrap_validation, config_keys, confusion_table, validate, validation_summary
+from race_nb.race import bootstrap_validation, config_keys, confusion_table, disagreement_pattern, validate, validation_summary
 from race_nb.report import paper_claims
 
 HERE = Path(__file__).resolve().parent
@@ -75,6 +75,12 @@ def report(pilot, full, pp, fp) -> None:
     print(table(validation_summary(pilot, full, pilot_prompts=pp, full_prompts=fp).reindex(columns=cols)))
     print("\n## the report's claims (race_nb.report.paper_claims, pilot with --full)\n")
     print(table(paper_claims(pilot, pp, full, fp)))
+    if full.arm.nunique() >= 3:  # an interior arm exists: the paper's target-disagreement pattern can be looked for
+        print("\n## target disagreement on the full side (dense / PRM; pass@1 best at a high-update arm, judge at an interior one)\n")
+        extra = [k for k in keys if k not in ("model", "reward")]
+        parts = [disagreement_pattern(g, fp).assign(**dict(zip(extra, v if isinstance(v, tuple) else (v,))))
+                 for v, g in (full.groupby(extra) if extra else [((), full)])]
+        print(table(pd.concat(parts, ignore_index=True)))
     if "learning_rate" in keys:
         print("\n## contrast against the learning rate (pass1_id, mean over the other configuration columns)\n")
         vt, _ = validate(pilot, full, "pass1_id", pilot_prompts=pp, full_prompts=fp)

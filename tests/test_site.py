@@ -69,6 +69,7 @@ def visit_site(site: Path, shots: Path) -> dict:
         page.hover(".race-menu-label")  # the Chapters menu opens on hover and lists the chapters
         menu = page.locator(".race-menu-items a")
         assert menu.first.is_visible() and menu.count() == len(list((site / "chapters").glob("*.html")))
+        page.screenshot(path=str(shots / "index__chapters_menu_open.png"))
         browser.close()
     return seen
 
