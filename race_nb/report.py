@@ -17,8 +17,9 @@ from .flops import BUDGET_COMPONENTS
 __all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS', 'SITE_CSS', 'PAGE_PRELOAD', 'USER_PAGES',
            'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table',
            'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'learning_curves',
-           'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml', 'page_chrome', 'for_readers',
-           'render_fallback', 'render_quarto', 'user_grid', 'execute_report', 'pick_renderer', 'render_report']
+           'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml', 'retitle', 'page_chrome',
+           'for_readers', 'render_fallback', 'render_quarto', 'user_grid', 'run_notebooks', 'execute_report',
+           'pick_renderer', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -411,6 +412,11 @@ def _nav(nav, current: str, prefix: str = "") -> str:
                    f'<span class="race-menu-items">{"".join(link(*item) for item in b)}</span></span>')
     return "".join(out)
 
+# %% ../nbs/09_report.ipynb #38bb5037
+def retitle(body: str, title: str) -> str:
+    "An nbconvert page with its `<title>` replaced by `title`."
+    return re.sub(r"<title>.*?</title>", f"<title>{html.escape(title)}</title>", body, count=1, flags=re.S)
+
 # %% ../nbs/09_report.ipynb #834a4fc3
 def page_chrome(body: str, nav, current: str, site_title: str, prefix: str = "") -> str:
     "A page of the fallback site: header with the site title and navigation (`_nav`), the page with its table of contents, a footer."
@@ -445,7 +451,7 @@ def render_fallback(executed: Path, out: Path, pages, nav=None) -> None:
         fm = next((c.source for c in nb.cells if c.cell_type == "raw" and c.source.lstrip().startswith("---")), "")
         page_title = (yaml.safe_load(fm.strip().strip("-")) or {}).get("title", title) if fm else title
         body, _ = exp.from_notebook_node(math_to_mathml(for_readers(nb, page_title)))
-        body = re.sub(r"<title>.*?</title>", f"<title>{html.escape(title)} - race_nb report</title>", body, count=1, flags=re.S)
+        body = retitle(body, f"{title} - race_nb report")
         (out / f"{stem}.html").write_text(page_chrome(body, nav or pages, stem, site), encoding="utf-8")
 
 # %% ../nbs/09_report.ipynb #ad031e30
@@ -474,6 +480,26 @@ def user_grid(results: pd.DataFrame) -> bool:
     "Are these the cells of a user's own notebook (a grid's `template:`), whose targets are not race_nb's?"
     return "template" in results.columns and results.template.notna().any()
 
+# %% ../nbs/09_report.ipynb #64b8ca69
+def run_notebooks(jobs: dict, # name -> (notebook, executed copy, parameters, working directory)
+                  kernel: str = "race_nb", # Jupyter kernel for papermill
+                  workers: int | None = None, # notebooks executed at once (default: the cores, at most the jobs)
+                  desc: str = "notebooks", # progress bar label
+                 ) -> dict[str, str]:
+    "Execute independent notebooks in parallel processes (`core.run_notebook`), all of them even when some fail; return name -> what failed (the exception and, from papermill, the cell)."
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from tqdm import tqdm
+    from race_nb.core import run_notebook
+    failed = {}
+    with ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(jobs)))) as ex:
+        futs = {ex.submit(run_notebook, src, dst, params, cwd, kernel): name for name, (src, dst, params, cwd) in jobs.items()}
+        for f in tqdm(as_completed(futs), total=len(futs), desc=desc, unit=desc.split()[-1].rstrip("s")):
+            try: f.result()
+            except Exception as e:  # papermill's error names the exception the notebook raised and the cell it ran
+                what = f"{e.ename}: {e.evalue}"[:300] if hasattr(e, "ename") else f"{type(e).__name__}: {e}"[:300]
+                failed[futs[f]] = what + (f" (cell {e.exec_count})" if getattr(e, "exec_count", None) else "")
+    return failed
+
 # %% ../nbs/09_report.ipynb #0b5b0f16
 def execute_report(runs_dir, # a grid's runs folder
                    out="_site", # output folder of the site; the executed pages go to its `_executed/`
@@ -482,9 +508,6 @@ def execute_report(runs_dir, # a grid's runs folder
                    workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
                   ) -> tuple[Path, list[tuple[str, str]]]:
     "Execute the report pages against `runs_dir`; return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets."
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from tqdm import tqdm
-    from race_nb.core import run_notebook
     from race_nb.kernels import warm_kernels
     runs_dir, out = Path(runs_dir).resolve(), Path(out)
     own = user_grid(load_results(runs_dir))  # fails early, and writes results.parquet
@@ -494,9 +517,9 @@ def execute_report(runs_dir, # a grid's runs folder
     executed.mkdir(parents=True, exist_ok=True)
     src = project_root() / "nbs" / "report"
     params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or "")}
-    with warm_kernels(PAGE_PRELOAD), ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(pages)))) as ex:  # pages are independent
-        futs = [ex.submit(run_notebook, src / f"{stem}.ipynb", executed / f"{stem}.ipynb", params, executed, kernel) for stem, _ in pages]
-        for f in tqdm(as_completed(futs), total=len(futs), desc="report pages", unit="page"): f.result()
+    with warm_kernels(PAGE_PRELOAD):  # pages are independent
+        failed = run_notebooks({stem: (src / f"{stem}.ipynb", executed / f"{stem}.ipynb", params, executed) for stem, _ in pages}, kernel, workers, "report pages")
+    if failed: raise RuntimeError("report pages failed to execute (their executed copies hold the errors, in " + f"{executed}):\n" + "\n".join(f"  {k}: {v}" for k, v in failed.items()))
     return executed, pages
 
 def pick_renderer(renderer: str) -> str:

@@ -4,14 +4,14 @@
 
 # %% ../nbs/09a_site.ipynb #5fa1ad6e
 from __future__ import annotations
-import ast, configparser, copy, html, os, re
+import ast, configparser, copy, re
 from pathlib import Path
 import yaml
 from .core import project_root
-from .report import execute_report, for_readers, math_to_mathml, page_chrome, pick_renderer, render_fallback, render_quarto
+from .report import execute_report, for_readers, math_to_mathml, page_chrome, pick_renderer, render_fallback, render_quarto, retitle, run_notebooks
 
 # %% auto #0
-__all__ = ['chapter_pages', 'skip_flags', 'for_execution', 'execute_chapters', 'api_entries', 'api_notebook',
+__all__ = ['chapter_pages', 'select_chapters', 'skip_flags', 'for_execution', 'execute_chapters', 'api_entries', 'api_notebook',
            'chapter_for_readers', 'chapter_html', 'site_nav', 'render_site']
 
 # %% ../nbs/09a_site.ipynb #f56e67e3
@@ -21,6 +21,14 @@ def chapter_pages() -> list[tuple[str, str]]:
     menu = next((i["menu"] for i in q["website"]["navbar"]["left"] if i.get("text") == "Chapters"), None)
     if menu is None: raise ValueError(f"{project_root() / '_quarto.yml'} has no Chapters menu in website.navbar.left")
     return [(Path(i["href"]).stem, i["text"]) for i in menu]
+
+def select_chapters(chapters=None) -> list[tuple[str, str]]:
+    "(stem, title) of `chapters` (stems; default: every chapter), in menu order; an unknown stem is refused with the list."
+    known = chapter_pages()
+    if chapters is None: return known
+    unknown = sorted(set(chapters) - {s for s, _ in known})
+    if unknown: raise ValueError(f"unknown chapter(s) {unknown}; the chapters are: {', '.join(s for s, _ in known)}")
+    return [(s, t) for s, t in known if s in set(chapters)]
 
 # %% ../nbs/09a_site.ipynb #6875105e
 def skip_flags() -> tuple[str, ...]:
@@ -50,28 +58,16 @@ def execute_chapters(out, # the site's folder: executed copies go to `out/_execu
                      workers: int | None = None, # chapters executed at once (default: the cores)
                     ) -> Path:
     "Execute chapters with papermill from `nbs/`, each as `for_execution` prepares it, each in a fresh kernel as a reader runs it (not a warm one: 00b_kernels checks what a cold kernel sees); return the folder of executed copies. Failing chapters are named with their errors, after the others have run."
-    from concurrent.futures import ProcessPoolExecutor, as_completed
     import nbformat
-    from tqdm import tqdm
-    from race_nb.core import run_notebook
-    known = dict(chapter_pages())
-    stems = list(known) if chapters is None else list(chapters)
-    unknown = [s for s in stems if s not in known]
-    if unknown: raise ValueError(f"unknown chapter(s) {unknown}; the chapters are: {', '.join(known)}")
+    stems = [s for s, _ in select_chapters(chapters)]
     nbs = project_root() / "nbs"
     dst = Path(out).resolve() / "_executed" / "chapters"
     inputs = dst / "_inputs"
     inputs.mkdir(parents=True, exist_ok=True)
     for s in stems: nbformat.write(for_execution(nbformat.read(nbs / f"{s}.ipynb", as_version=4)), inputs / f"{s}.ipynb")
-    failed = []
-    with ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(stems)))) as ex:
-        futs = {ex.submit(run_notebook, inputs / f"{s}.ipynb", dst / f"{s}.ipynb", {}, nbs, kernel): s for s in stems}
-        for f in tqdm(as_completed(futs), total=len(futs), desc="chapters", unit="chapter"):
-            try: f.result()
-            except Exception as e:  # papermill's error names the exception the chapter raised and the cell it ran
-                what = f"{e.ename}: {e.evalue}"[:300] if hasattr(e, "ename") else f"{type(e).__name__}: {e}"[:300]
-                failed.append(f"  {futs[f]}: {what}" + (f" (cell {e.exec_count})" if getattr(e, "exec_count", None) else ""))
-    if failed: raise RuntimeError(f"{len(failed)} of {len(stems)} chapters failed to execute (the executed copies, errors included, are in {dst}):\n" + "\n".join(failed))
+    failed = run_notebooks({s: (inputs / f"{s}.ipynb", dst / f"{s}.ipynb", {}, nbs) for s in stems}, kernel, workers, "chapters")
+    if failed: raise RuntimeError(f"{len(failed)} of {len(stems)} chapters failed to execute (the executed copies, errors included, are in {dst}):\n"
+                                  + "\n".join(f"  {k}: {v}" for k, v in failed.items()))
     return dst
 
 # %% ../nbs/09a_site.ipynb #df413f06
@@ -139,7 +135,7 @@ def chapter_html(nb, # an executed chapter
     "A chapter's page of the fallback site: nbconvert HTML with its code and MathML for its TeX, in the site's chrome."
     from nbconvert import HTMLExporter
     body, _ = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(math_to_mathml(chapter_for_readers(nb)))
-    body = re.sub(r"<title>.*?</title>", f"<title>{html.escape(title)} - race_nb</title>", body, count=1, flags=re.S)
+    body = retitle(body, f"{title} - race_nb")
     return page_chrome(body, nav, f"chapters/{stem}", site_title, prefix="../")
 
 # %% ../nbs/09a_site.ipynb #6b169748
@@ -169,7 +165,7 @@ def _fallback_site(executed: Path, raw: Path, out: Path, pages, chapters, api) -
     for s, t in chapters:
         (out / "chapters" / f"{s}.html").write_text(chapter_html(nbformat.read(raw / f"{s}.ipynb", as_version=4), nav, s, t, site_title), encoding="utf-8")
     body, _ = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(api)
-    body = re.sub(r"<title>.*?</title>", "<title>API - race_nb</title>", body, count=1, flags=re.S)
+    body = retitle(body, "API - race_nb")
     (out / "api.html").write_text(page_chrome(body, nav, "api", site_title), encoding="utf-8")
 
 # %% ../nbs/09a_site.ipynb #fa85bdff
@@ -183,11 +179,7 @@ def render_site(runs_dir=None, # a grid's runs folder (default: the demo grid's,
                ) -> tuple[Path, str]:
     "Build the site: report pages, executed chapters and the API page, one navigation; return (index page, renderer used)."
     renderer, out = pick_renderer(renderer), Path(out)
-    known = chapter_pages()
-    if chapters is not None:
-        unknown = sorted(set(chapters) - {s for s, _ in known})
-        if unknown: raise ValueError(f"unknown chapter(s) {unknown}; the chapters are: {', '.join(s for s, _ in known)}")
-        known = [(s, t) for s, t in known if s in set(chapters)]
+    known = select_chapters(chapters)  # before anything runs
     if runs_dir is None:
         from race_nb.grid import run_grid
         runs_dir = run_grid(project_root() / "grids" / "demo.yaml", runs_root="runs", workers=workers)
