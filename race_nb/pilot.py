@@ -17,7 +17,7 @@ __all__ = ['DEFAULT_ARMS', 'PILOT_SEEDS', 'arms_around', 'grpo_fields', 'pilot_g
 
 # %% ../nbs/08a_pilot.ipynb #0f85a2a3
 DEFAULT_ARMS = ("n16-m4", "n8-m8", "n4-m4-mu4") # low to high update share, when no GRPOConfig is given
-PILOT_SEEDS = (1001, 1002) # the pilot's own seeds
+PILOT_SEEDS = (1001, 1002, 1003) # the pilot's own seeds: three, because the call's interval has the training seed as its unit (two give t on 1 df)
 
 def arms_around(config) -> list[str]:
     "Arms from low to high update share around a GRPOConfig (or anything with num_generations, num_iterations, beta): 2n keep n, the config's own, 2 mu."

@@ -15,8 +15,9 @@ from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, Cel
 # %% auto #0
 __all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'CALLS', 'PAPER', 'pilot_grid', 'fit_curve',
            'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'synthetic_results', 'Thresholds',
-           'rho_prime', 'arm_values', 'paired_interval', 'update_call', 'config_keys', 'select_config', 'diagnose',
-           'detectable_difference', 'power_table', 'cohen_kappa', 'call_validation', 'validate', 'validation_summary',
+           'rho_prime', 'arm_values', 'contrast_components', 'paired_interval', 'null_arms', 'calibration_table',
+           'update_call', 'config_keys', 'select_config', 'group_keys', 'diagnose', 'detectable_difference',
+           'power_table', 'cohen_kappa', 'kappa_note', 'call_validation', 'validate', 'validation_summary',
            'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies',
            'disagreement_pattern', 'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
 
@@ -28,7 +29,7 @@ def pilot_grid(name: str, # grid name (runs/<name>/)
                arms=PILOT_ARMS, # arms spanning low to high rho
                full_budget: float = 1.2e12, # the budget the recommendation is for
                budget_fraction: float = 0.25, # pilot budget = fraction x full budget
-               seeds=(10,), # pilot seeds: its own, disjoint from the full grid's (which start at 0)
+               seeds=(10, 11, 12), # pilot seeds: its own, disjoint from the full grid's (which start at 0); three, for a seed-level interval
                fixed: dict | None = None, # other cell parameters
               ) -> dict:
     "A pilot grid (as a dict; `yaml.safe_dump` it to a file for `race grid run`)."
@@ -56,28 +57,31 @@ def predict_curve(kind: str, coef, rho) -> np.ndarray:
     return _design(kind, np.asarray(rho, float)) @ coef
 
 # %% ../nbs/08_race.ipynb #f03dc20c
-def loo_points(rho, y) -> dict:
-    "Squared leave-one-out error of every cell under each model (None when the model has too few points)."
+def loo_points(rho, y, groups=None, # the arm of each cell: a model needs as many distinct arms as coefficients
+              ) -> dict:
+    "Squared leave-one-out error of every cell under each model (None when the model has too few arms or points)."
     rho, y = np.asarray(rho, float), np.asarray(y, float)
+    n_arms = len(set(groups)) if groups is not None else len(np.unique(np.round(rho, 2)))  # realised rho jitters by ~1e-3 within an arm
     out = {}
     for kind in FITS:
         k = _design(kind, rho[:1]).shape[1]
-        if len(np.unique(rho)) < k or len(rho) <= k: out[kind] = None; continue
+        if n_arms < k or len(rho) <= k: out[kind] = None; continue
         out[kind] = np.array([(y[i] - predict_curve(kind, fit_curve(kind, np.delete(rho, i), np.delete(y, i)), rho[i:i + 1])[0]) ** 2
                               for i in range(len(rho))])
     return out
 
-def loo_errors(rho, y) -> dict:
-    "Leave-one-out mean squared error of each model (inf when it has too few points)."
-    return {k: math.inf if e is None else float(e.mean()) for k, e in loo_points(rho, y).items()}
+def loo_errors(rho, y, groups=None) -> dict:
+    "Leave-one-out mean squared error of each model (inf when it has too few arms or points)."
+    return {k: math.inf if e is None else float(e.mean()) for k, e in loo_points(rho, y, groups).items()}
 
 # %% ../nbs/08_race.ipynb #f9c184b8
 FIT_COMPLEXITY = {k: _design(k, np.ones(1)).shape[1] for k in FITS} # coefficients per model: constant 1, linear / loglinear 2, quadratic 3
 
 def select_fit(rho, y, se_rule: float = 1.0, # a model within this many standard errors of the lowest error counts as tied
+               groups=None, # the arm of each cell (`loo_points`)
               ) -> tuple[str, dict]:
     "The simplest model whose leave-one-out error is within `se_rule` standard errors of the lowest (one-SE rule), and all errors."
-    pts = loo_points(rho, y)
+    pts = loo_points(rho, y, groups)
     errs = {k: math.inf if e is None else float(e.mean()) for k, e in pts.items()}
     if not any(math.isfinite(v) for v in errs.values()): return "constant", errs
     low = min((k for k in FITS if math.isfinite(errs[k])), key=lambda k: (errs[k], FIT_COMPLEXITY[k], FITS.index(k)))
@@ -121,7 +125,8 @@ class Thresholds:
     n_boot: int = 200 # bootstrap resamples (fit regimes)
     seed: int = 0 # bootstrap seed
     alpha: float = 0.05 # the update call abstains when the (1 - alpha) interval of the contrast covers 0
-    n_boot_contrast: int = 2000 # bootstrap resamples of the contrast (prompts x seeds)
+    min_seeds: int = 2 # the update call abstains below this many training seeds (one seed cannot show the seed-to-seed spread)
+    rho_tie: float = 0.01 # the update call abstains when the high side's lowest mean rho' is not this much above the low side's highest
 
 REGIMES = ("update-heavy", "search-heavy", "reward-heavy", "undetermined", "insufficient data")
 
@@ -144,7 +149,7 @@ def _reward_share(g: pd.DataFrame, brho: float) -> float:
 # %% ../nbs/08_race.ipynb #20e75634
 def _call(g: pd.DataFrame, target: str, sibling_best, th: Thresholds) -> dict:
     rho, y = g.rho.to_numpy(float), g[target].to_numpy(float)
-    kind, errs = select_fit(rho, y)
+    kind, errs = select_fit(rho, y, groups=g.arm.to_numpy())
     brho = best_rho(kind, rho, y)
     share = _reward_share(g, brho)
     return dict(fit=kind, best_rho=brho, reward_share=share, regime=_regime(kind, brho, share, sibling_best, th),
@@ -166,25 +171,35 @@ def rho_prime(results: pd.DataFrame) -> pd.Series:
     return (results.flops_learning / sl).where(sl > 0, results.rho)
 
 # %% ../nbs/08_race.ipynb #2744757b
-def arm_values(g: pd.DataFrame, # done cells of one configuration
+def _one_cell_each(g: pd.DataFrame, cols=("arm", "seed")) -> None:
+    "Refuse a configuration in which two cells share an (arm, seed): a later one would overwrite the earlier."
+    cols = [c for c in cols if c in g.columns]
+    dup = g[g.duplicated(cols, keep=False)]
+    if len(dup):
+        raise ValueError(f"{len(dup)} cells share an ({', '.join(cols)}) within one configuration (cells {', '.join(map(str, dup.cell.head(6)))}): "
+                         "a configuration is model, reward and every other parameter the grid varies (race_nb.race.config_keys); "
+                         "group by all of them, or remove the duplicate runs")
+
+def arm_values(g: pd.DataFrame, # done cells of one configuration (one per arm and seed)
                target: str, # target column
                per_prompt: pd.DataFrame | None = None, # per-prompt values (cell, target, prompt, value)
               ) -> tuple[list, list, np.ndarray]:
-    "(arms, seeds, V[arm, seed, prompt]) of one configuration; NaN where a cell is missing; one 'prompt' without per-prompt values."
+    "(arms, seeds, V[arm, seed, prompt]) of one configuration, paired by prompt id; NaN where a cell is missing; one column of cell means when any cell lacks per-prompt values."
+    _one_cell_each(g)
     arms, seeds = sorted(g.arm.unique()), sorted(g.seed.unique())
     pp = None
     if per_prompt is not None and len(per_prompt):
         pp = per_prompt[(per_prompt.target == target) & per_prompt.cell.isin(g.cell)]
-        if pp.cell.nunique() < len(g): pp = None  # some cells lack per-prompt values: compare cell means instead
-    P = int(pp.prompt.max()) + 1 if pp is not None else 1
-    V = np.full((len(arms), len(seeds), P), np.nan)
+        if pp.cell.nunique() < len(g): pp = None  # some cells lack per-prompt values: cell means (the interval then says so)
+    ids = np.sort(pp.prompt.unique()) if pp is not None else np.zeros(1)
+    V = np.full((len(arms), len(seeds), len(ids)), np.nan)
     by_cell = dict(tuple(pp.groupby("cell"))) if pp is not None else {}
     for r in g.itertuples():
         a, s = arms.index(r.arm), seeds.index(r.seed)
         if pp is None: V[a, s, 0] = getattr(r, target)
         else:
             v = by_cell[r.cell]
-            V[a, s, v.prompt.to_numpy(int)] = v.value.to_numpy(float)
+            V[a, s, np.searchsorted(ids, v.prompt.to_numpy())] = v.value.to_numpy(float)
     return arms, seeds, V
 
 # %% ../nbs/08_race.ipynb #742f406c
@@ -196,42 +211,101 @@ def _paired_diff(V: np.ndarray, hi: list[int], lo: list[int]) -> np.ndarray:
     return D[~np.isnan(D).all(axis=1)]
 
 # %% ../nbs/08_race.ipynb #fa90deb2
-def paired_interval(D: np.ndarray, # [seed, prompt] differences
-                    th: "Thresholds", # alpha, n_boot_contrast, seed
+def contrast_components(D: np.ndarray, # [seed, prompt] differences
+                       ) -> dict:
+    "Two-level (seed, prompt) summary of D: mean, seed-level and prompt-level variances of the mean, residual mean square, se and degrees of freedom (S - 1)."
+    D = D[:, ~np.isnan(D).any(axis=0)] if D.size else D  # prompts scored under every seed (ids pair them)
+    S, P = D.shape if D.ndim == 2 else (0, 0)
+    nan = float("nan")
+    if S == 0 or P == 0: return dict(est=nan, S=S, P=P, v_seed=nan, v_prompt=nan, ms_resid=nan, se=nan, df=nan)
+    rows, cols = D.mean(1), D.mean(0)
+    v_seed = float(rows.var(ddof=1) / S) if S > 1 else nan  # var of per-seed contrasts / S: seed spread + within-seed prompt noise
+    v_prompt = float(cols.var(ddof=1) / P) if P > 1 else 0.0  # var of per-prompt contrasts / P: which prompts were drawn
+    resid = D - rows[:, None] - cols[None, :] + D.mean()
+    ms_resid = float((resid ** 2).sum() / ((S - 1) * (P - 1))) if S > 1 and P > 1 else nan
+    if S > 1:  # seed-level t: S - 1 degrees of freedom, however many prompts (a Satterthwaite df over-trusts 2-3 seeds)
+        extra = max(0.0, v_prompt - ms_resid / (S * P)) if P > 1 else 0.0  # sigma_prompt^2 / P: v_seed already holds the noise
+        se2, df = v_seed + extra, float(S - 1)
+    else:  # one seed: prompts only, blind to the seed-to-seed spread
+        se2, df = v_prompt, float(P - 1) if P > 1 else nan
+    return dict(est=float(D.mean()), S=S, P=P, v_seed=v_seed, v_prompt=v_prompt, ms_resid=ms_resid, se=math.sqrt(se2), df=df)
+
+def paired_interval(D: np.ndarray, # [seed, prompt] differences (prompts paired by id across arms)
+                    th: "Thresholds", # alpha
                    ) -> tuple[float, float, float]:
-    "Mean of D and its (1 - alpha) bootstrap interval, resampling seeds and prompts together (NaN interval when nothing varies)."
-    if D.size == 0: return (float("nan"),) * 3
-    est = float(np.nanmean(D))
-    S, P = D.shape
-    if S * P < 2: return est, float("nan"), float("nan")
-    rng = np.random.default_rng(th.seed)
-    boots = np.empty(th.n_boot_contrast)
-    for b in range(th.n_boot_contrast):
-        sub = D[rng.integers(0, S, S)] if S > 1 else D
-        boots[b] = np.nanmean(sub[:, rng.integers(0, P, P)]) if P > 1 else np.nanmean(sub)
-    lo, hi = np.nanquantile(boots, [th.alpha / 2, 1 - th.alpha / 2])
-    return est, float(lo), float(hi)
+    "Mean of D and its (1 - alpha) t interval with the training seed as the unit: seed-level plus prompt-level variance on S - 1 degrees of freedom (prompt-only with one seed)."
+    from scipy.stats import t as student_t
+    c = contrast_components(D)
+    if not (np.isfinite(c["se"]) and np.isfinite(c["df"]) and c["df"] > 0): return c["est"], float("nan"), float("nan")
+    h = float(student_t.ppf(1 - th.alpha / 2, c["df"])) * c["se"]
+    return c["est"], c["est"] - h, c["est"] + h
+
+# %% ../nbs/08_race.ipynb #e3fdfc34
+def null_arms(S: int, # training seeds
+              P: int = 1000, # evaluation prompts
+              seed_sd: float = 0.02, # sd of the per-seed contrast (the training run's own spread)
+              effect: float = 0.0, # true high-minus-low contrast
+              discordant: float = 0.12, # share of prompts on which two arms' pass@1 values differ (half the prompts sit at p = 0.5)
+              rng=None) -> np.ndarray:
+    "V[arm (low, high), seed, prompt]: Bernoulli pass@1 values of two arms with a known contrast and seed spread."
+    rng = rng if rng is not None else np.random.default_rng(0)
+    mid = 2 * discordant  # share of prompts at success rate 1/2: two arms disagree on half of them
+    kind = rng.random(P)
+    q = np.where(kind < mid, 0.5, np.where(kind < mid + (1 - mid) / 2, 0.0, 1.0))
+    shift = rng.normal(0, seed_sd / math.sqrt(2), (2, S)) + np.array([[0.0], [effect]])  # per (arm, seed), as mean pass@1
+    p = np.clip(q[None, None, :] + (q == 0.5)[None, None, :] * shift[:, :, None] / mid, 0, 1)
+    return (rng.random(p.shape) < p).astype(float)
+
+def calibration_table(seeds=(1, 2, 3, 5), # numbers of training seeds
+                      seed_sds=(0.0, 0.01, 0.02, 0.04), # per-seed contrast spreads
+                      effect: float = 0.0, # 0: the false decisive rate; otherwise the power
+                      reps: int = 1000, P: int = 1000, th: "Thresholds" = None, seed: int = 0) -> pd.DataFrame:
+    "Share of decisive update calls (`paired_interval` + the call's one-seed rule) over simulated pairs of arms, per seed count and seed spread."
+    th, rng, rows = th or Thresholds(), np.random.default_rng(seed), []
+    for S in seeds:
+        for sd in seed_sds:
+            hits = np.zeros(reps, bool); hits_iv = np.zeros(reps, bool)
+            for i in range(reps):
+                V = null_arms(S, P, sd, effect, rng=rng)
+                _, lo, hi = paired_interval(_paired_diff(V, [1], [0]), th)
+                hits_iv[i] = lo > 0 or hi < 0
+                hits[i] = hits_iv[i] and S >= th.min_seeds
+            rows.append(dict(seeds=S, seed_sd=sd, effect=effect, reps=reps, decisive=hits.mean(), interval_alone=hits_iv.mean()))
+    return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #6565c2e2
+def _abstain_reason(arm_rho: pd.Series, low: list, high: list, n_seeds: int, th: "Thresholds") -> str:
+    "Why the update call cannot be made before looking at the interval ('' when it can)."
+    if not low: return f"one arm ({', '.join(arm_rho.index)}): nothing to contrast"
+    gap = float(arm_rho[high].min() - arm_rho[low].max())
+    if gap < th.rho_tie: return f"rho' tie: the high side's lowest mean rho' is {gap:+.3f} from the low side's highest (needs {th.rho_tie:g})"
+    if n_seeds < th.min_seeds: return (f"{n_seeds} training seed{'s' if n_seeds != 1 else ''}: a prompt-only interval cannot show the seed-to-seed "
+                                       f"spread (run {th.min_seeds}+ seeds)")
+    return ""
+
 def update_call(g: pd.DataFrame, # done cells of one configuration
                 target: str,
                 per_prompt: pd.DataFrame | None = None,
                 th: "Thresholds" = None,
                ) -> dict:
-    "The paper's call for one configuration and target: high-update, low-update or abstain, with the paired contrast."
+    "The paper's call for one configuration and target: high-update, low-update or abstain (with the reason), with the seed-level paired contrast."
     th = th or Thresholds()
     arm_rho = g.assign(rho_p=rho_prime(g)).groupby("arm").rho_p.mean().sort_values()
     k = len(arm_rho) // 2
     low, high = list(arm_rho.index[:k]), list(arm_rho.index[len(arm_rho) - k:])
     arms, seeds, V = arm_values(g, target, per_prompt)
-    est, lo, hi = paired_interval(_paired_diff(V, [arms.index(a) for a in high], [arms.index(a) for a in low]), th) if k else (float("nan"),) * 3
-    call = "high-update" if lo > 0 else "low-update" if hi < 0 else "abstain"
+    D = _paired_diff(V, [arms.index(a) for a in high], [arms.index(a) for a in low]) if k else np.zeros((0, 1))
+    c = contrast_components(D)
+    est, lo, hi = paired_interval(D, th)
+    reason = _abstain_reason(arm_rho, low, high, c["S"], th) or ("" if lo > 0 or hi < 0 else f"the {1 - th.alpha:.0%} interval covers 0")
+    call = "abstain" if reason else "high-update" if lo > 0 else "low-update"
     side = high if call == "high-update" else low if call == "low-update" else list(arm_rho.index)
     means = g.groupby("arm")[target].mean()
     share = float((g.flops_reward.fillna(0) / g.flops_total).mean())
-    return dict(call=call, contrast=est, contrast_lo=lo, contrast_hi=hi, low_arms=",".join(low), high_arms=",".join(high),
-                paired="prompts x seeds" if V.shape[2] > 1 else "seeds", n_prompts=V.shape[2], n_seeds=len(seeds),
-                reward_heavy=share >= th.reward_share, call_arm=means[side].idxmax())
+    unit = ("prompts only (one seed)" if c["S"] < 2 else "seeds (cell means: no per-prompt values)" if V.shape[2] == 1 else "seeds x prompts")
+    return dict(call=call, contrast=est, contrast_lo=lo, contrast_hi=hi, reason=reason, low_arms=",".join(low), high_arms=",".join(high),
+                paired=unit, n_prompts=c["P"], n_seeds=c["S"], se=c["se"], df=c["df"], v_seed=c["v_seed"], v_prompt=c["v_prompt"],
+                ms_resid=c["ms_resid"], reward_heavy=share >= th.reward_share, call_arm=means[side].idxmax())
 
 # %% ../nbs/08_race.ipynb #70bcb9dc
 def _confidence(g: pd.DataFrame, target: str, sibling: float | None, call: dict, th: Thresholds) -> float:
@@ -267,6 +341,17 @@ def select_config(df: pd.DataFrame, key: dict) -> pd.DataFrame:
     for k, v in key.items(): mask &= (df[k].astype(str) == str(v)).to_numpy()
     return df[mask]
 
+# %% ../nbs/08_race.ipynb #a07668c9
+def group_keys(results: pd.DataFrame) -> list[str]:
+    "What one grid's cells are grouped by: the configuration (`config_keys`) and, when the table holds several budgets, the budget."
+    return config_keys(results) + (["budget"] if "budget" in results and results.budget.nunique() > 1 else [])
+
+def _configs(ok: pd.DataFrame, keys: list | None = None):
+    "(configuration dict, its cells) for each group of `ok` (`group_keys` by default); one cell per (arm, seed) is checked where it is used."
+    keys = keys or group_keys(ok)
+    for vals, g in ok.groupby(keys, dropna=False, sort=True):
+        yield dict(zip(keys, vals if isinstance(vals, tuple) else (vals,))), g
+
 # %% ../nbs/08_race.ipynb #a659a2f4
 def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
              targets=TARGETS, # targets to diagnose
@@ -284,8 +369,9 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
         for cfg in configs:
             g, sib_of = select_config(ok, cfg), lambda r: tuple(str(v) for v in {**cfg, "reward": r}.values())
             base = dict(cfg, target=target, n_cells=len(g), n_rho=g.rho.round(3).nunique())
-            if base["n_rho"] < 2:
-                rows.append(dict(base, regime="insufficient data", confidence=float("nan"), recommended_arm=None)); continue
+            if base["n_rho"] < 2 or g.arm.nunique() < 2:
+                rows.append(dict(base, call="abstain", reason=f"insufficient data ({len(g)} done cells over {g.arm.nunique()} arm(s) "
+                                 "with distinct rho)", regime="insufficient data", confidence=float("nan"), recommended_arm=None)); continue
             sib = [point[sib_of(r)] for r in RULE_REWARDS if sib_of(r) in point] if cfg["reward"] not in RULE_REWARDS else []
             sibling = float(np.nanmean(sib)) if sib and np.isfinite(sib).any() else None
             call = _call(g, target, sibling, th)
@@ -295,68 +381,96 @@ def diagnose(results: pd.DataFrame, # results.parquet of a (pilot) grid
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #bca2c681
-def detectable_difference(calls: pd.DataFrame, # `diagnose` rows (contrast_lo / contrast_hi, n_prompts, n_seeds)
-                          alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    "Per configuration and target: the contrast's standard error and the smallest true contrast detected with `power` at level `alpha`."
-    from statistics import NormalDist
-    za, zb = NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(power)
-    c = calls.dropna(subset=["contrast_lo", "contrast_hi"])
-    se = (c.contrast_hi - c.contrast_lo) / (2 * za)
-    return c[["model", "reward", "target", "n_prompts", "n_seeds"]].assign(se=se, min_detectable=(za + zb) * se)
+def _t(q: float, df) -> float:
+    from scipy.stats import t as student_t
+    return float(student_t.ppf(q, df)) if np.isfinite(df) and df > 0 else float("nan")
 
-# %% ../nbs/08_race.ipynb #ca5a5a40
-def power_table(calls: pd.DataFrame, # `diagnose` rows of a measured design
-                designs=((100, 1), (400, 1), (1000, 1), (1000, 2), (1000, 3)), # (prompts, seeds) to project to
+def detectable_difference(calls: pd.DataFrame, # `diagnose` rows (se, df, n_prompts, n_seeds)
+                          alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    "Per configuration and target: the contrast's seed-level standard error and the smallest true contrast detected with `power` at level `alpha`."
+    c = calls.dropna(subset=["se", "df"])
+    c = c[c.n_seeds >= 2]  # a one-seed interval is prompt-only: its se is not the run's
+    mdd = [(_t(1 - alpha / 2, df) + _t(power, df)) * se for se, df in zip(c.se, c.df)]
+    return c[["model", "reward", "target", "n_prompts", "n_seeds", "se", "df"]].assign(min_detectable=mdd)
+
+def _projected_se(r, prompts: int, seeds: int) -> tuple[float, float]:
+    "(se, df) of a design with `prompts` x `seeds` from one measured row's variance components (seed, prompt, residual)."
+    S, P = r.n_seeds, r.n_prompts
+    if seeds < 2 or S < 2 or P < 2 or not np.isfinite(r.ms_resid): return float("nan"), float("nan")
+    e = r.ms_resid  # sigma_e^2: seed x prompt noise
+    a = max(0.0, r.v_seed * S - e / P)  # sigma_seed^2: the seed-to-seed spread of the contrast, which more prompts do not shrink
+    b = max(0.0, r.v_prompt * P - e / S)  # sigma_prompt^2
+    v1, v2 = (a + e / prompts) / seeds, (b + e / seeds) / prompts
+    return math.sqrt(v1 + v2), (v1 + v2) ** 2 / (v1 ** 2 / (seeds - 1) + v2 ** 2 / (prompts - 1))
+
+def power_table(calls: pd.DataFrame, # `diagnose` rows of a measured design (2+ seeds, per-prompt values)
+                designs=((100, 2), (1000, 2), (1000, 3), (1000, 5), (4000, 3)), # (prompts, seeds) to project to
                 alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    "Median smallest detectable contrast per target: measured on the runs' own design, and projected to other (prompts, seeds) designs."
+    "Median smallest detectable contrast per target: measured on the runs' own design, and projected to other (prompts, seeds) designs from the seed-level and prompt-level variance."
     d = detectable_difference(calls, alpha, power)
-    base = d.n_prompts * d.n_seeds
+    src = calls.loc[d.index]
     out = {"measured": d.groupby("target").min_detectable.median()}
     for n, s in designs:
-        out[f"{n} prompts x {s} seed{'s' if s > 1 else ''}"] = (d.min_detectable * np.sqrt(base / (n * s))).groupby(d.target).median()
+        proj = [(_t(1 - alpha / 2, df) + _t(power, df)) * se for se, df in (_projected_se(r, n, s) for r in src.itertuples())]
+        out[f"{n} prompts x {s} seeds"] = pd.Series(proj, index=d.index, dtype=float).groupby(d.target).median()
     return pd.DataFrame(out)
 
 # %% ../nbs/08_race.ipynb #c689aabf
 def cohen_kappa(a, b) -> float:
-    "Cohen's kappa of two label sequences (NaN when chance agreement is total)."
+    "Cohen's kappa of two label sequences; NaN when either has a single label (kappa is then 0 or undefined by construction, not evidence)."
     a, b = list(a), list(b)
-    if not a: return float("nan")
+    if not a or len(set(a)) < 2 or len(set(b)) < 2: return float("nan")
     labels = sorted(set(a) | set(b))
     po = np.mean([x == y for x, y in zip(a, b)])
     pe = sum(a.count(l) / len(a) * b.count(l) / len(b) for l in labels)
     return float((po - pe) / (1 - pe)) if pe < 1 else float("nan")
 
+def kappa_note(a, b, names=("pilot", "full")) -> str:
+    "Why a kappa is undefined ('' when it is defined)."
+    a, b = list(a), list(b)
+    if not a: return "no configurations"
+    one = [f"every {n} call is {s[0]}" for n, s in zip(names, (a, b)) if len(set(s)) == 1]
+    return "; ".join(one) + (": kappa undefined (it would be 0 or NaN by construction)" if one else "")
+
 # %% ../nbs/08_race.ipynb #5f5beaf2
 def call_validation(tab: pd.DataFrame) -> dict:
-    "Accuracy on decisive pilot calls, coverage, agreement with the full call, kappas and the constant baselines, from `validate`'s table."
+    "Accuracy on decisive pilot calls (against the decisive full call: 'no regime' counts as wrong), coverage, kappas with their notes, the constant baselines, from `validate`'s table."
     if not len(tab): return dict(decisive_calls=0, coverage=float("nan"), accuracy_decisive=float("nan"))
     dec = tab[tab.pilot_call != "abstain"]
-    majority = tab.full_direction.value_counts()
+    both = dec[dec.full_call != "abstain"]
+    truth = tab.full_call.replace({"abstain": "no regime"})
+    decisive_truths = truth[truth != "no regime"].value_counts()
     return dict(decisive_calls=len(dec), coverage=len(dec) / len(tab),
-                accuracy_decisive=float((dec.pilot_call == dec.full_direction).mean()) if len(dec) else float("nan"),
+                accuracy_decisive=float((dec.pilot_call == dec.full_call).mean()) if len(dec) else float("nan"),
+                accuracy_where_full_decisive=float((both.pilot_call == both.full_call).mean()) if len(both) else float("nan"),
                 agreement_with_full_call=float((tab.pilot_call == tab.full_call).mean()),
-                kappa=cohen_kappa(dec.pilot_call, dec.full_direction),
-                kappa_vs_full_call=cohen_kappa(tab.pilot_call, tab.full_call),
-                always_high_accuracy=float((tab.full_direction == "high-update").mean()),
-                majority_direction=str(majority.index[0]), majority_accuracy=float(majority.iloc[0] / len(tab)))
+                kappa=cohen_kappa(dec.pilot_call, dec.full_call), kappa_note=kappa_note(dec.pilot_call, dec.full_call),
+                kappa_vs_full_call=cohen_kappa(tab.pilot_call, tab.full_call), kappa_vs_full_call_note=kappa_note(tab.pilot_call, tab.full_call),
+                full_truths=", ".join(f"{n} {d}" for d, n in truth.value_counts().items()),
+                always_high_accuracy=float((tab.full_call == "high-update").mean()),
+                majority_direction=str(decisive_truths.index[0]) if len(decisive_truths) else "none",
+                majority_accuracy=float(decisive_truths.iloc[0] / len(tab)) if len(decisive_truths) else 0.0,
+                pilot_dropped=int((tab.get("pilot_reason", pd.Series(dtype=str)).astype(str).str.startswith("insufficient data")).sum()))
 
 # %% ../nbs/08_race.ipynb #8805afb1
 def _validation_row(pr, fc, g: pd.DataFrame, target: str, th: Thresholds, full_prompts, keys=("model", "reward")) -> dict:
-    "One configuration: the pilot's call `pr` against the full grid's `fc`, and the call arm's paired gains on the full grid `g`."
+    "One configuration: the pilot's call `pr` against the full grid's decisive call `fc` (abstain = no regime), and the call arm's paired gains on the full grid `g`."
     arm_rho, full_mean = g.groupby("arm").rho.mean(), g.groupby("arm")[target].mean()
-    full_dir = "high-update" if fc.contrast > 0 else "low-update" if fc.contrast < 0 else "none"
-    row = dict(**{k: pr[k] for k in keys}, pilot_call=pr.call, pilot_contrast=pr.contrast, pilot_lo=pr.contrast_lo,
-               pilot_hi=pr.contrast_hi, full_call=fc.call, full_contrast=fc.contrast, full_lo=fc.contrast_lo, full_hi=fc.contrast_hi,
-               full_direction=full_dir, correct=pr.call == full_dir, reward_heavy=bool(pr.reward_heavy), call_arm=pr.call_arm,
-               pilot_regime=pr.regime, pilot_confidence=pr.confidence, full_regime=fc.regime, full_confidence=fc.confidence,
-               same_regime=pr.regime == fc.regime, recommended_arm=pr.recommended_arm, full_best_arm=full_mean.idxmax(),
-               rec_is_full_best=pr.recommended_arm == full_mean.idxmax())
+    full_dir = "high-update" if fc.contrast > 0 else "low-update" if fc.contrast < 0 else "none"  # the point sign: shown, never scored
+    row = dict(**{k: pr[k] for k in keys}, pilot_call=pr.call, pilot_reason=pr.get("reason", ""), pilot_contrast=pr.get("contrast", np.nan),
+               pilot_lo=pr.get("contrast_lo", np.nan), pilot_hi=pr.get("contrast_hi", np.nan), full_call=fc.call,
+               full_truth=fc.call if fc.call != "abstain" else "no regime", full_contrast=fc.get("contrast", np.nan),
+               full_lo=fc.get("contrast_lo", np.nan), full_hi=fc.get("contrast_hi", np.nan), full_direction=full_dir,
+               correct=pr.call != "abstain" and pr.call == fc.call, reward_heavy=bool(pr.get("reward_heavy", False)),
+               call_arm=pr.get("call_arm"), pilot_regime=pr.regime, pilot_confidence=pr.confidence, full_regime=fc.regime,
+               full_confidence=fc.confidence, same_regime=pr.regime == fc.regime, recommended_arm=pr.recommended_arm,
+               full_best_arm=full_mean.idxmax(), rec_is_full_best=pr.recommended_arm == full_mean.idxmax())
     arms, _, V = arm_values(g, target, full_prompts)
     baselines = {"lowest_rho": arm_rho.idxmin(), "highest_rho": arm_rho.idxmax(), "trl_default": DEFAULT_ARM}
     for name, arm in baselines.items():  # the pilot's call arm on the full grid vs a fixed choice, paired over prompts and seeds
-        if pr.call_arm not in arms or arm not in arms: row[f"gain_vs_{name}"] = float("nan"); continue
+        if not isinstance(row["call_arm"], str) or row["call_arm"] not in arms or arm not in arms: row[f"gain_vs_{name}"] = float("nan"); continue
         row[f"gain_vs_{name}"], row[f"gain_vs_{name}_lo"], row[f"gain_vs_{name}_hi"] = paired_interval(
-            _paired_diff(V, [arms.index(pr.call_arm)], [arms.index(arm)]), th)
+            _paired_diff(V, [arms.index(row["call_arm"])], [arms.index(arm)]), th)
     return row
 
 # %% ../nbs/08_race.ipynb #2f127989
@@ -371,22 +485,23 @@ def validate(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "pass1_id", 
              pilot_prompts: pd.DataFrame | None = None, # per-prompt values of the pilot's cells
              full_prompts: pd.DataFrame | None = None, # per-prompt values of the full grid's cells (pairs the gains)
             ) -> tuple[pd.DataFrame, dict]:
-    "Per configuration: the pilot's update call against the full grid's, the fit regimes, the recommended arm's paired gains; plus the summary."
+    "Per configuration: the pilot's update call against the full grid's decisive call, the fit regimes, the call arm's paired gains; plus the summary. A configuration the pilot could not call is an abstention, not dropped."
     keys = config_keys(pilot, full)
     shared = _shared_seeds(pilot, full, keys)
     if shared: warnings.warn(f"the pilot and the full-budget runs share seed(s) {shared}: a pilot cell at a full cell's seed replays "
                              "the start of that run, so this validation is not independent (give the pilot seeds of its own)", stacklevel=2)
     p, f = diagnose(pilot, (target,), th, pilot_prompts, keys), diagnose(full, (target,), th, full_prompts, keys)
     okf = _usable(full, target)
-    rows = []
+    rows, no_full = [], 0
     for _, pr in p.iterrows():
         cfg = {k: pr[k] for k in keys}
         fr, g = select_config(f, cfg), select_config(okf, cfg)
-        if fr.empty or g.empty or pr.recommended_arm is None: continue
+        if fr.empty or g.empty or fr.iloc[0].regime == "insufficient data": no_full += 1; continue  # no truth to score against
         rows.append(_validation_row(pr, fr.iloc[0], g, target, th, full_prompts, keys))
     tab = pd.DataFrame(rows)
     rate = lambda col: float(tab[col].mean()) if len(tab) else float("nan")
-    summary = dict(configurations=len(tab), shared_seeds=shared, **call_validation(tab), same_regime_rate=rate("same_regime"), recommended_is_full_best=rate("rec_is_full_best"),
+    summary = dict(configurations=len(tab), without_full_truth=no_full, shared_seeds=shared, **call_validation(tab),
+                   same_regime_rate=rate("same_regime"), recommended_is_full_best=rate("rec_is_full_best"),
                    directional_pilot_calls=int(tab.pilot_regime.isin(REGIMES[:3]).sum()) if len(tab) else 0,
                    **{f"mean_gain_vs_{b}": float(tab[f"gain_vs_{b}"].mean()) for b in ("lowest_rho", "highest_rho", "trl_default")
                       if f"gain_vs_{b}" in tab})
@@ -411,44 +526,45 @@ def confusion_table(tab: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../nbs/08_race.ipynb #a125a3df
 def _validation_measures(majority: str) -> dict:
-    "Name -> function of a validation table, for `bootstrap_validation`."
+    "Name -> function of a validation table, for `bootstrap_validation`. The truth is the full grid's decisive call ('no regime' where it abstains)."
     dec = lambda t: t[t.pilot_call != "abstain"]
-    race_all = lambda t: float((t.pilot_call == t.full_direction).mean())
+    race_all = lambda t: float(((t.pilot_call == t.full_call) & (t.pilot_call != "abstain")).mean())
     return {"same call as the full runs (rate)": lambda t: float((t.pilot_call == t.full_call).mean()),
             "coverage (share of decisive pilot calls)": lambda t: float((t.pilot_call != "abstain").mean()),
-            "accuracy on decisive calls": lambda t: float((dec(t).pilot_call == dec(t).full_direction).mean()) if len(dec(t)) else float("nan"),
+            "accuracy on decisive calls": lambda t: float((dec(t).pilot_call == dec(t).full_call).mean()) if len(dec(t)) else float("nan"),
             "Cohen's kappa, pilot call vs full call": lambda t: cohen_kappa(t.pilot_call, t.full_call),
-            "Cohen's kappa, decisive calls vs full direction": lambda t: cohen_kappa(dec(t).pilot_call, dec(t).full_direction),
+            "Cohen's kappa, decisive calls vs full call": lambda t: cohen_kappa(dec(t).pilot_call, dec(t).full_call),
             "same fit regime (rate)": lambda t: float(t.same_regime.mean()),
             "RACE accuracy, all configurations (abstain = miss)": race_all,
-            f"baseline: always {majority} (accuracy)": lambda t: float((t.full_direction == majority).mean()),
-            f"RACE minus always {majority}": lambda t: race_all(t) - float((t.full_direction == majority).mean()),
+            f"baseline: always {majority} (accuracy; the label is chosen from the outcome: an oracle)": lambda t: float((t.full_call == majority).mean()),
+            f"RACE minus always {majority}": lambda t: race_all(t) - float((t.full_call == majority).mean()),
             "gain of the call arm over trl's default arm": lambda t: float(t.gain_vs_trl_default.mean()) if "gain_vs_trl_default" in t else float("nan")}
 
 # %% ../nbs/08_race.ipynb #f99ae07c
 def bootstrap_validation(tab: pd.DataFrame, # `validate`'s per-configuration table
                          n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
                         ) -> pd.DataFrame:
-    "Each validation measure with its (1 - alpha) bootstrap interval over configurations."
+    "Each validation measure with its (1 - alpha) bootstrap interval over configurations, and the share of resamples in which it is defined (an interval over fewer is conditional on the measure existing)."
     if not len(tab): raise ValueError("no configuration was validated: nothing to resample")
-    majority = tab.full_direction.value_counts().index[0]
+    truths = tab.full_call[tab.full_call != "abstain"].value_counts()
+    majority = truths.index[0] if len(truths) else "high-update"
     rng, rows = np.random.default_rng(seed), []
     for name, f in _validation_measures(majority).items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             boots = np.array([f(tab.iloc[rng.integers(0, len(tab), len(tab))]) for _ in range(n_boot)], float)
         lo, hi = (np.nanquantile(boots, [alpha / 2, 1 - alpha / 2]) if np.isfinite(boots).any() else (np.nan, np.nan))
-        rows.append(dict(measure=name, value=f(tab), lo=float(lo), hi=float(hi), configurations=len(tab)))
+        rows.append(dict(measure=name, value=f(tab), lo=float(lo), hi=float(hi), defined=float(np.isfinite(boots).mean()), configurations=len(tab)))
     return pd.DataFrame(rows).set_index("measure")
 
 # %% ../nbs/08_race.ipynb #900a3d73
 def target_disagreement(results: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
-    "Best observed arm per target per configuration, and whether the targets disagree."
+    "Best observed arm per target per configuration (`group_keys`), and whether the targets disagree."
     done = results[results.status == "done"]
     rows = []
-    for (model, reward), g in done.groupby(["model", "reward"]):
+    for cfg, g in _configs(done):
         best = {t: g.groupby("arm")[t].mean().idxmax() for t in targets if t in g and g[t].notna().any()}
-        rows.append(dict(model=model, reward=reward, **best, targets_disagree=len(set(best.values())) > 1))
+        rows.append(dict(cfg, **best, targets_disagree=len(set(best.values())) > 1))
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #87aff0d6
@@ -470,73 +586,89 @@ def shift_test(results: pd.DataFrame, # done cells of a grid with rule-based and
                target: str = "native_reward", # the paper's claim is on the native reward
                n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Per configuration: winning arm and rho* with an interval; per kind of feedback: mean rho*, and rule minus model, beside the paper."
+    "Per configuration (`group_keys`): winning arm and rho* with an interval; per kind of feedback: mean rho*, and rule minus model, beside the paper."
     ok = _usable(results, target)
+    keys = group_keys(ok)
     rng, rows, boots = np.random.default_rng(seed), [], {}
-    for (model, reward), g in ok.groupby(["model", "reward"]):
+    for cfg, g in _configs(ok, keys):
         mean = g.groupby("arm")[[target, "rho"]].mean()
         b = _boot_best(g, target, rng, n_boot)
-        boots[(model, reward)] = b
+        boots[tuple(cfg.values())] = b
         lo, hi = np.quantile(b, [alpha / 2, 1 - alpha / 2]) if np.isfinite(b).all() else (np.nan, np.nan)
-        rows.append(dict(model=model, reward=reward, feedback="rule-based" if reward in RULE_REWARDS else "model-based",
-                         best_arm=mean[target].idxmax(), rho_star=mean.rho[mean[target].idxmax()], lo=lo, hi=hi, n_cells=len(g)))
+        rows.append(dict(cfg, feedback="rule-based" if cfg["reward"] in RULE_REWARDS else "model-based",
+                         best_arm=mean[target].idxmax(), rho_star=mean.rho[mean[target].idxmax()], lo=lo, hi=hi, n_cells=len(g),
+                         rho_range=float(mean.rho.max() - mean.rho.min())))
     per = pd.DataFrame(rows)
-    kinds = []
+    if per.empty: return per, pd.DataFrame()
+    kinds, ri = [], keys.index("reward")
+    span = float(ok.groupby("arm").rho.mean().max() - ok.groupby("arm").rho.mean().min())  # the rho range the arms cover
     for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
-        keys = [(r.model, r.reward) for r in per.itertuples() if r.feedback == fb]
-        if not keys: continue
-        b = np.mean([boots[k] for k in keys], axis=0)
-        kinds.append(dict(feedback=fb, configurations=len(keys), rho_star=per[per.feedback == fb].rho_star.mean(),
+        ks = [k for k in boots if (k[ri] in RULE_REWARDS) == (fb == "rule-based")]
+        if not ks: continue
+        b = np.mean([boots[k] for k in ks], axis=0)
+        kinds.append(dict(feedback=fb, configurations=len(ks), rho_star=per[per.feedback == fb].rho_star.mean(),
                           lo=np.nanquantile(b, alpha / 2) if np.isfinite(b).all() else np.nan,
-                          hi=np.nanquantile(b, 1 - alpha / 2) if np.isfinite(b).all() else np.nan, paper=paper))
-    rule = [k for k in boots if k[1] in RULE_REWARDS]; mdl = [k for k in boots if k[1] not in RULE_REWARDS]
+                          hi=np.nanquantile(b, 1 - alpha / 2) if np.isfinite(b).all() else np.nan, paper=paper, rho_range=span))
+    rule = [k for k in boots if k[ri] in RULE_REWARDS]; mdl = [k for k in boots if k[ri] not in RULE_REWARDS]
     if rule and mdl:
         d = np.mean([boots[k] for k in rule], axis=0) - np.mean([boots[k] for k in mdl], axis=0)
         kinds.append(dict(feedback="rule minus model", configurations=len(rule) + len(mdl),
                           rho_star=per[per.reward.isin(RULE_REWARDS)].rho_star.mean() - per[~per.reward.isin(RULE_REWARDS)].rho_star.mean(),
                           lo=np.quantile(d, alpha / 2) if np.isfinite(d).all() else np.nan,
-                          hi=np.quantile(d, 1 - alpha / 2) if np.isfinite(d).all() else np.nan, paper=PAPER["rho_rule"] - PAPER["rho_model"]))
+                          hi=np.quantile(d, 1 - alpha / 2) if np.isfinite(d).all() else np.nan, paper=PAPER["rho_rule"] - PAPER["rho_model"],
+                          rho_range=2 * span))
     return per, pd.DataFrame(kinds)
 
 # %% ../nbs/08_race.ipynb #f3f594a4
 def argmax_frequencies(results: pd.DataFrame, targets=("pass1_id", "judge"), per_prompt: pd.DataFrame | None = None,
                        n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
-    "How often each arm wins each target per configuration, resampling seeds (and prompts when per-prompt values exist)."
+    "How often each arm wins each target per configuration (`group_keys`), resampling prompts and seeds (seed deviations inflated by sqrt(S/(S-1)), the small-S correction)."
     rng, rows = np.random.default_rng(seed), []
-    if results.empty: return pd.DataFrame(columns=["model", "reward", "target", "arm", "freq", "point_best", "units"])
+    if results.empty: return pd.DataFrame(columns=["model", "reward", "target", "arm", "freq", "point_best", "seeds", "units"])
     for target in targets:
         ok = _usable(results, target)
-        for (model, reward), g in ok.groupby(["model", "reward"]):
+        for cfg, g in _configs(ok, group_keys(results)):
             arms, seeds, V = arm_values(g, target, per_prompt)
             S, P = V.shape[1:]
             wins = np.zeros(len(arms))
+            infl = math.sqrt(S / (S - 1)) if S > 1 else 0.0
             for _ in range(n_boot):
-                sub = V[:, rng.integers(0, S, S)][:, :, rng.integers(0, P, P)]
-                with np.errstate(all="ignore"): wins[np.nanargmax(np.nanmean(sub, axis=(1, 2)))] += 1
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    M = np.nanmean(V[:, :, rng.integers(0, P, P)], axis=2)  # [arm, seed] over resampled prompts
+                    c = np.nanmean(M, axis=1, keepdims=True)
+                    m = (c + infl * (np.nanmean(M[:, rng.integers(0, S, S)], axis=1, keepdims=True) - c))[:, 0]
+                wins[np.nanargmax(m)] += 1
             point = np.nanmean(V, axis=(1, 2))
-            rows += [dict(model=model, reward=reward, target=target, arm=a, freq=w / n_boot, point_best=a == arms[int(np.nanargmax(point))],
-                          units=S * P) for a, w in zip(arms, wins)]  # units: seeds x prompts resampled (1: nothing varies)
+            rows += [dict(cfg, target=target, arm=a, freq=w / n_boot, point_best=a == arms[int(np.nanargmax(point))], seeds=S,
+                          units=S * P) for a, w in zip(arms, wins)]  # seeds: the unit of replication (fewer than 2: no seed spread)
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #80f2f1ae
+def _sides(order: list) -> tuple[list, list]:
+    "Disjoint (high, interior) arms of a rho'-ordered list: high = the upper half, interior = the arms strictly between the lowest and the high side."
+    high = order[len(order) - len(order) // 2:]
+    return high, order[1:len(order) - len(order) // 2]
+
 def disagreement_pattern(results: pd.DataFrame, per_prompt: pd.DataFrame | None = None, rewards=("dense",) + MODEL_REWARDS,
                          n_boot: int = 500, seed: int = 0, holds_at: float = 0.8) -> pd.DataFrame:
-    "The paper's pattern per dense/PRM configuration: pass@1 won by a high-update arm, the judge by an interior (medium-update) arm."
-    freq = argmax_frequencies(results[results.reward.isin(rewards)], ("pass1_id", "judge"), per_prompt, n_boot, seed)
+    "The paper's pattern per dense/PRM configuration (`group_keys`): pass@1 won by a high-update arm, the judge by an interior (medium-update) arm, the two sides disjoint."
+    sub = results[results.reward.isin(rewards)]
+    keys = group_keys(sub) if len(sub) else ["model", "reward"]
+    freq = argmax_frequencies(sub, ("pass1_id", "judge"), per_prompt, n_boot, seed)
     rows = []
-    if freq.empty: return pd.DataFrame(columns=["model", "reward", "pass1_best", "p_pass1_high", "judge_best", "p_judge_interior", "verdict"])
-    for (model, reward), f in freq.groupby(["model", "reward"]):
-        g = results[(results.model == model) & (results.reward == reward) & (results.status == "done")]
-        order = list(g.assign(rp=rho_prime(g)).groupby("arm").rp.mean().sort_values().index)
-        high, interior = order[len(order) - len(order) // 2:], order[1:-1]
+    if freq.empty: return pd.DataFrame(columns=keys + ["pass1_best", "p_pass1_high", "judge_best", "p_judge_interior", "verdict"])
+    for vals, f in freq.groupby(keys, dropna=False):
+        cfg = dict(zip(keys, vals if isinstance(vals, tuple) else (vals,)))
+        g = select_config(sub[sub.status == "done"], cfg)
+        high, interior = _sides(list(g.assign(rp=rho_prime(g)).groupby("arm").rp.mean().sort_values().index))
         p1, j = f[f.target == "pass1_id"], f[f.target == "judge"]
         p_high, p_mid = p1[p1.arm.isin(high)].freq.sum(), j[j.arm.isin(interior)].freq.sum()
         b1, bj = p1[p1.point_best].arm.iloc[0], j[j.point_best].arm.iloc[0]
-        verdict = ("not enough data" if f.units.min() < 2 or len(order) < 3 else  # no resampling, or no interior arm to peak at
+        verdict = ("not enough data" if f.seeds.min() < 2 or not interior else  # no seed spread, or no interior arm to peak at
                    "holds" if p_high >= holds_at and p_mid >= holds_at else
                    "contradicted" if min(p_high, p_mid) <= 1 - holds_at else "not enough data")
-        rows.append(dict(model=model, reward=reward, pass1_best=b1, p_pass1_high=p_high, judge_best=bj, p_judge_interior=p_mid,
-                         verdict=verdict))
+        rows.append(dict(cfg, pass1_best=b1, p_pass1_high=p_high, judge_best=bj, p_judge_interior=p_mid, verdict=verdict))
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #fccf4fe2
@@ -562,10 +694,12 @@ def _size_order(models) -> list:
 # %% ../nbs/08_race.ipynb #58219854
 def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: pd.DataFrame | None = None,
                   th: Thresholds = Thresholds(), sizes: list | None = None) -> pd.DataFrame:
-    "Per reward system, budget and pair of sizes: the larger policy's best arm minus the smaller's, paired over prompts and seeds."
+    "Per reward system, budget, the rest of the configuration and pair of sizes: the larger policy's best arm minus the smaller's, paired over prompts and seeds."
     ok = _usable(results, target)
     rows = []
-    for (reward, budget), g in ok.groupby(["reward", "budget"]):
+    extra = [k for k in config_keys(ok) if k not in ("model", "reward")]  # the rest of the configuration: sizes are compared within it
+    for vals, g in ok.groupby(["reward", "budget"] + extra):
+        reward, budget = vals[:2]
         order = sizes or _size_order(g.model.unique())
         best = {}
         for m in order:
@@ -581,7 +715,7 @@ def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: p
             both = both.assign(seed=both.groupby("arm").cumcount())  # the two sizes' runs are paired by rank, not by seed value
             arms, _, V = arm_values(both, target, per_prompt)
             est, lo, hi = paired_interval(_paired_diff(V, [arms.index("large")], [arms.index("small")]), th)
-            rows.append(dict(reward=reward, budget=budget, smaller=small, larger=large, smaller_arm=a_s, larger_arm=a_l,
+            rows.append(dict(reward=reward, budget=budget, **dict(zip(extra, vals[2:])), smaller=small, larger=large, smaller_arm=a_s, larger_arm=a_l,
                              smaller_best=g_s[target].mean(), larger_best=g_l[target].mean(), smaller_gain=g_s[target].mean() - w_s,
                              larger_gain=g_l[target].mean() - w_l, larger_minus_smaller=est, lo=lo, hi=hi,
                              verdict="larger wins" if lo > 0 else "smaller wins" if hi < 0 else "no difference shown"))
