@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_cli.ipynb #6ef5032c
 from __future__ import annotations
-import argparse, sys
+import argparse, os, sys
 from pathlib import Path
 from .config import TARGETS
 from .core import project_root
@@ -106,9 +106,11 @@ def summarise(results) -> str:
     lines = []
     failed = results[results.status == "failed"]
     if len(failed): lines.append(f"{len(failed)} failed cell(s): " + ", ".join(failed.cell))
-    for (model, reward), g in done.groupby(["model", "reward"]):
+    from race_nb.race import group_keys
+    keys = group_keys(done) if len(done) else []
+    for vals, g in done.groupby(keys) if keys else ():
         mean = g.groupby("arm")[["rho", *TARGETS]].mean().sort_values("rho")
-        lines.append(f"\n{model} / {reward}")
+        lines.append("\n" + " / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in (vals if isinstance(vals, tuple) else (vals,))))
         lines.append("  realised rho: " + ", ".join(f"{a} {r:.2f}" for a, r in mean.rho.items()))
         lines.append("  best arm: " + ", ".join(f"{t} -> {mean[t].idxmax()} ({mean[t].max():.3f})" for t in TARGETS))
     return "\n".join(lines)
@@ -125,7 +127,8 @@ def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> 
     res = aggregate(root)
     print(f"\nresults: {root / 'results.parquet'} ({(res.status == 'done').sum()}/{len(res)} cells done)")
     print(summarise(res))
-    print("\nRACE (pilot): high- vs low-update call per configuration, contrast paired over the evaluation prompts\n"
+    print("\nRACE (pilot): high- vs low-update call per configuration; the contrast is paired over the evaluation prompts within "
+          "each training seed, and its 95% interval has the seed as its unit (t on seeds - 1 degrees of freedom)\n"
           + format_regimes(diagnose(res, targets=("pass1_id", "judge"), per_prompt=per_prompt_results(root))))
     index, renderer = render_report(root, out)
     print(f"\nreport ({renderer}, {len(list(index.parent.glob('*.html')))} pages): {index.resolve()}")
@@ -165,14 +168,16 @@ def _diagnose(runs_dir, full_dir, target: str) -> None:
     pp = dict(pilot_prompts=per_prompt_results(runs_dir), full_prompts=per_prompt_results(full_dir))
     tab, summary = validate(pilot, full, target=target, **pp)
     f3 = lambda x: f"{x:.3f}"
-    cols = config_keys(pilot, full) + ["pilot_call", "pilot_contrast", "pilot_lo", "pilot_hi", "full_call", "full_contrast", "full_direction",
+    cols = config_keys(pilot, full) + ["pilot_call", "pilot_contrast", "pilot_lo", "pilot_hi", "pilot_reason", "full_call", "full_contrast", "full_lo", "full_hi",
                                       "correct", "reward_heavy", "call_arm", "gain_vs_trl_default", "gain_vs_trl_default_lo", "gain_vs_trl_default_hi"]
     print(f"\nvalidation of {target} against full-budget runs:\n" + tab.reindex(columns=cols).to_string(index=False, float_format=f3))
     print("\n" + "\n".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in summary.items()))
     if len(tab):
         print("\nconfusion (rows: pilot call, columns: full-budget call):\n" + confusion_table(tab).to_string())
         print("\n95% bootstrap intervals over configurations:\n" + bootstrap_validation(tab).to_string(float_format=f3))
-    print(f"\npilot FLOPs / full grid FLOPs: {pilot.flops_total.sum() / full.flops_total.sum():.1%}")
+    ev = lambda d: d.flops_eval.fillna(0).sum() if "flops_eval" in d else 0.0
+    print(f"\npilot FLOPs / full grid FLOPs: {pilot.flops_total.sum() / full.flops_total.sum():.1%} of the budgeted FLOPs; "
+          f"{(pilot.flops_total.sum() + ev(pilot)) / (full.flops_total.sum() + ev(full)):.1%} with evaluation")
     keys = ["target", "configurations", "decisive_calls", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
             "kappa_vs_full_call", "always_high_accuracy", "majority_accuracy", "same_regime_rate"]
     print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=f3))
@@ -266,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "pilot": return _pilot(args)
         elif args.command == "demo":
             return demo(args.workers, args.runs)
-    except (FileNotFoundError, ValueError, GridError) as e:
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError, GridError) as e:
         print(f"race {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # a bug of ours: one line, the traceback only on request
+        if os.environ.get("RACE_DEBUG"): raise
+        print(f"race {args.command}: unexpected error {type(e).__name__}: {e} (a bug in race_nb: rerun with RACE_DEBUG=1 for the traceback "
+              "and report it)", file=sys.stderr)
+        return 2
     return 0

@@ -23,7 +23,9 @@ def template_parameters(path) -> dict:
     import nbformat
     path = Path(path)
     if not path.exists(): raise TemplateError(f"{path}: no such notebook")
-    nb = nbformat.read(path, as_version=4)
+    try: nb = nbformat.read(path, as_version=4)
+    except Exception as e:  # nbformat raises its own NotJSONError, ValidationError, ...: one line naming the file
+        raise TemplateError(f"{path}: not a readable Jupyter notebook ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
     cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     if not cells:
         raise TemplateError(f"{path}: no papermill parameters cell; add a code cell tagged `parameters` that assigns "

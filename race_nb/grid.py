@@ -724,9 +724,24 @@ def run_grid(grid_path, # grid YAML
 
 # %% ../nbs/07_grid.ipynb #bb057ab3
 def _cells(runs_dir) -> list[Path]:
+    "The cell folders of a runs folder; a clear error when it is missing or holds no cells (so nothing downstream sees an empty table)."
     runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir(): raise FileNotFoundError(f"no runs folder at {runs_dir}")
-    return sorted(p for p in runs_dir.iterdir() if p.is_dir() and (p / "params.yaml").exists())
+    if not runs_dir.is_dir():
+        raise FileNotFoundError(f"no runs folder at {runs_dir}" + (" (that is a file: give the folder `race grid run` wrote, runs/<grid>)" if runs_dir.exists() else ""))
+    cells = sorted(p for p in runs_dir.iterdir() if p.is_dir() and (p / "params.yaml").exists())
+    if not cells:
+        raise GridError(f"{runs_dir} is not a runs folder: it holds no cell folders (<cell id>/params.yaml); give the folder "
+                        "`race grid run GRID` wrote (runs/<grid name>), or run the grid first")
+    return cells
+
+def _params(cell_dir: Path) -> dict:
+    "A cell's params.yaml, or a clear error when it is half-written or not a cell's parameters."
+    try: p = yaml.safe_load((cell_dir / "params.yaml").read_text())
+    except yaml.YAMLError as e: p = e
+    if not isinstance(p, dict) or not {"arm", "budget", "seed"} <= set(p):
+        raise GridError(f"{cell_dir / 'params.yaml'} is not a cell's parameters ({'unreadable YAML' if isinstance(p, Exception) else 'no arm, budget and seed'}); "
+                        "remove that folder, or rerun the grid to write it again")
+    return p
 
 # %% ../nbs/07_grid.ipynb #304328bb
 def _newest_checkpoint(cell_dir: Path) -> int | None:
@@ -746,13 +761,13 @@ def grid_status(runs_dir) -> "pd.DataFrame":
     import pandas as pd
     rows = []
     for d in _cells(runs_dir):
-        p, st = yaml.safe_load((d / "params.yaml").read_text()), read_status(d)
+        p, st = _params(d), read_status(d)
         status = shown_status(st, valid_metrics(d))
         if status == "running":
             with cell_lock(d) as free:  # a live runner holds the cell's lock; a dead one (kill -9) left only its status
                 if free: status = "stale"
         rec = trained_record(d)
-        rows.append(dict(cell=d.name, status=status, model=p["model"], reward=p["reward"], arm=p["arm"], budget=p["budget"],
+        rows.append(dict(cell=d.name, status=status, model=p.get("model"), reward=p.get("reward"), arm=p["arm"], budget=p["budget"],
                          seed=p["seed"], trained=rec is not None, checkpoint=_newest_checkpoint(d), resumes=_resumes(d, rec),
                          wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error")))
     return pd.DataFrame(rows)
@@ -769,7 +784,7 @@ def aggregate(runs_dir, # a grid's runs folder
     import pandas as pd
     rows = []
     for d in _cells(runs_dir):
-        p, st, m = yaml.safe_load((d / "params.yaml").read_text()), read_status(d), valid_metrics(d)
+        p, st, m = _params(d), read_status(d), valid_metrics(d)
         status = shown_status(st, m)
         row = dict(cell=d.name, status=status, **{k: v for k, v in p.items() if not isinstance(v, dict)},
                    wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error"))

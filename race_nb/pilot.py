@@ -70,6 +70,8 @@ class PilotResult:
     @property
     def cost(self) -> float: return float(self.cells.flops_total.sum())
     @property
+    def eval_cost(self) -> float: return float(self.cells.flops_eval.fillna(0).sum()) if "flops_eval" in self.cells else 0.0
+    @property
     def share(self) -> float: return self.cost / self.budget
 
     def grpo_config(self, target: str | None = None) -> dict:
@@ -80,14 +82,16 @@ class PilotResult:
     def __str__(self) -> str:
         done = (self.cells.status == "done").sum()
         head = (f"pilot {self.runs.name}: {done} of {len(self.cells)} cells done, {self.cost:.3e} FLOPs = {self.share:.1%} of the full "
-                f"budget {self.budget:.3g} (one full run)")
+                f"budget {self.budget:.3g} (one full run); with its evaluation {self.cost + self.eval_cost:.3e} = "
+                f"{(self.cost + self.eval_cost) / self.budget:.1%}")
         t = self.calls.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" if pd.notna(lo) else "-" for lo, hi in zip(self.calls.contrast_lo, self.calls.contrast_hi)])
-        table = t[["target", "call", "contrast", "interval", "paired", "low_arms", "high_arms", "recommended_arm"]].to_string(
+        table = t[["target", "call", "contrast", "interval", "paired", "n_seeds", "low_arms", "high_arms", "recommended_arm"]].to_string(
             index=False, float_format=lambda x: f"{x:+.3f}")
         recs = "\n".join(f"  {r.target}: GRPOConfig(num_generations={f['num_generations']}, num_iterations={f['num_iterations']}, "
                          f"beta={f['beta']:g}), LedgerGRPOTrainer(keep={f['keep']})"
                          for r in self.calls.itertuples() for f in [grpo_fields(r.recommended_arm)])
-        return f"{head}\n{table}\nrecommended arm as trl settings (abstain: the best observed arm, not a call):\n{recs}"
+        why = "\n".join(f"  {r.target}: abstains: {r.reason}" for r in self.calls.itertuples() if r.call == "abstain" and r.reason)
+        return f"{head}\n{table}\n" + (f"{why}\n" if why else "") + f"recommended arm as trl settings (abstain: the best observed arm, not a call):\n{recs}"
 
 # %% ../nbs/08a_pilot.ipynb #1b5c42d0
 def run_targets(cells: pd.DataFrame, runs_dir) -> list[str]:

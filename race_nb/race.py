@@ -19,7 +19,7 @@ __all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', '
            'update_call', 'config_keys', 'select_config', 'group_keys', 'diagnose', 'detectable_difference',
            'power_table', 'cohen_kappa', 'kappa_note', 'call_validation', 'validate', 'validation_summary',
            'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies',
-           'disagreement_pattern', 'size_bought', 'size_coupling', 'diagnose_runs', 'format_regimes']
+           'disagreement_pattern', 'size_bought', 'size_coupling', 'require_done', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -722,12 +722,19 @@ def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: p
     return pd.DataFrame(rows)
 
 # %% ../nbs/08_race.ipynb #67a2f9e9
+def require_done(res: pd.DataFrame, runs_dir) -> pd.DataFrame:
+    "`res` when some of its cells are done; otherwise a clear error naming the statuses."
+    if not (res.status == "done").any():
+        counts = ", ".join(f"{n} {s}" for s, n in res.status.value_counts().items())
+        raise ValueError(f"{runs_dir}: none of its {len(res)} cells is done ({counts}); `race grid status {runs_dir}` says why, "
+                         f"`race grid run GRID --retry-failed` runs failed cells again")
+    return res
+
 def diagnose_runs(runs_dir, targets=None, th: Thresholds = Thresholds()) -> pd.DataFrame:
     "Regime table of a grid's runs folder; targets (default): ours, or those a user template's finishing call recorded."
     from pathlib import Path
     from race_nb.grid import aggregate, per_prompt_results
-    p = Path(runs_dir) / "results.parquet"
-    res = pd.read_parquet(p) if p.exists() else aggregate(runs_dir)
+    res = require_done(aggregate(runs_dir, write=False), runs_dir)  # from the cells themselves: a stale results.parquet is never read
     if targets is None:
         targets = [t for t in TARGETS if t in res.columns and res[t].notna().any()]
         if not targets and "template" in res.columns:
@@ -745,7 +752,7 @@ def format_regimes(tab: pd.DataFrame) -> str:
     t = tab.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "-" for lo, hi in zip(tab.get("contrast_lo", np.nan * tab.n_cells),
                                                                                                 tab.get("contrast_hi", np.nan * tab.n_cells))])
     keys = list(tab.columns[:list(tab.columns).index("target")]) if "target" in tab else ["model", "reward"]  # config_keys of the table
-    cols = keys + ["target", "n_cells", "call", "contrast", "interval", "paired", "reward_heavy", "call_arm",
-            "fit", "best_rho", "regime", "confidence"]
+    cols = keys + ["target", "n_cells", "n_seeds", "call", "contrast", "interval", "paired", "reward_heavy", "call_arm",
+            "fit", "best_rho", "regime", "confidence", "reason"]
     return t.reindex(columns=cols).rename(columns={"regime": "fit_regime", "confidence": "fit_conf"}).to_string(
         index=False, float_format=lambda x: f"{x:.2f}" if x == 0 or abs(x) >= 0.005 else f"{x:.0e}")  # learning rates stay readable

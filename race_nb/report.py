@@ -14,20 +14,18 @@ from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS', 'SITE_CSS', 'PAGE_PRELOAD', 'USER_PAGES',
-           'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table',
-           'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims', 'grid_axes', 'learning_curves',
-           'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml', 'retitle', 'page_chrome',
-           'for_readers', 'render_fallback', 'render_quarto', 'user_grid', 'run_notebooks', 'execute_report',
-           'pick_renderer', 'render_report']
+__all__ = ['COLORS', 'REWARD_COLORS', 'INFORMATIVE', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS', 'SITE_CSS', 'PAGE_PRELOAD',
+           'USER_PAGES', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys',
+           'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims', 'grid_axes',
+           'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml', 'retitle',
+           'page_chrome', 'for_readers', 'render_fallback', 'render_quarto', 'user_grid', 'run_notebooks',
+           'execute_report', 'pick_renderer', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
     "A grid's results (aggregating the runs folder first when results.parquet is missing or stale)."
     from race_nb.grid import aggregate
-    runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir(): raise FileNotFoundError(f"no runs folder at {runs_dir}")
-    return aggregate(runs_dir)
+    return aggregate(Path(runs_dir))  # which says what is wrong with a folder that is not a runs folder
 
 def load_ledgers(runs_dir, results: pd.DataFrame) -> pd.DataFrame:
     "All ledger events of the finished cells, with their cell id."
@@ -178,26 +176,38 @@ def _fmt_ci(v, lo, hi, digits=2) -> str:
 
 # %% ../nbs/09_report.ipynb #7fffe563
 def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
-    "What the pilot-vs-full validation measured, and its verdict (rule: see the prose above paper_claims)."
+    "What the pilot-vs-full validation measured, and its verdict (rule: see the prose above paper_claims). The truth is the full grid's decisive call."
     if not len(vt): return "-", "not enough data (no configuration in both pilot and full runs)"
     from race_nb.race import bootstrap_validation
     bv = bootstrap_validation(vt)
     ci = lambda m: _fmt_ci(bv.loc[m, "value"], bv.loc[m, "lo"], bv.loc[m, "hi"])
     maj, kappa = s["majority_direction"], "Cohen's kappa, pilot call vs full call"
-    here = (f"{len(vt)} configurations (full directions: {', '.join(f'{n} {d}' for d, n in vt.full_direction.value_counts().items())}); "
+    base = next((m for m in bv.index if m.startswith(f"baseline: always {maj}")), None)
+    here = (f"fixed-fraction pilot; {len(vt)} configurations (full-budget truths: {s['full_truths']}); "
             f"same call {ci('same call as the full runs (rate)')}; accuracy on {s['decisive_calls']} decisive calls {ci('accuracy on decisive calls')}, "
-            f"coverage {ci('coverage (share of decisive pilot calls)')}; kappa vs the full call {ci(kappa)}; "
-            f"always {maj}: {ci(f'baseline: always {maj} (accuracy)')}")
+            f"coverage {ci('coverage (share of decisive pilot calls)')}; kappa vs the full call {ci(kappa)}"
+            + (f" ({s['kappa_vs_full_call_note']})" if s.get("kappa_vs_full_call_note") else "")
+            + (f"; always {maj} (an oracle's label): {ci(base)}" if base else ""))
     if s["shared_seeds"]: return here + f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}", "not enough data (pilot not independent)"
     if not s["decisive_calls"]: return here, "not enough data (the pilot abstained everywhere)"
-    if vt.full_direction.nunique() < 2: return here, f"not testable (every full-budget direction is {maj}: kappa undefined)"
+    if vt.full_call.nunique() < 2: return here, f"not testable (every full-budget call is {vt.full_call.iloc[0]}: kappa undefined)"
     kappa_lo = bv.loc[kappa, "lo"]
     ok = s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 and kappa_lo > 0
     return here, "reproduced" if ok else "not reproduced"
 
 # %% ../nbs/09_report.ipynb #1cba6440
+INFORMATIVE = 0.5 # a "reproduced" / "not reproduced" verdict needs an interval at most this share of the range the grid can show
+
+def _informative(lo: float, hi: float, span: float) -> str:
+    "'' when the interval [lo, hi] is narrow enough for a verdict, else why not."
+    if not (np.isfinite(lo) and np.isfinite(hi)): return "not enough data (one seed per arm: no interval)"
+    if not span > 0 or hi - lo > INFORMATIVE * span:
+        return (f"not enough data (the interval is {hi - lo:.2f} wide, {(hi - lo) / span:.0%} of the {span:.2f} this grid can show; "
+                f"a verdict needs at most {INFORMATIVE:.0%})" if span > 0 else "not enough data (the arms cover no range of rho)")
+    return ""
+
 def _rho_claims(done: pd.DataFrame) -> list[dict]:
-    "Rows for the best rho per kind of feedback and for the shift. Best rho: reproduced when the paper's value is inside this grid's 95% interval over seeds. Shift (rule minus model): reproduced when its interval is above 0, not reproduced when below, not enough data when it covers 0."
+    "Rows for the best rho per kind of feedback and for the shift, each verdict only from an informative interval (`_informative`). Best rho: reproduced when the paper's value is inside this grid's 95% interval over seeds. Shift (rule minus model): reproduced when its interval is above 0, not reproduced when it lies below the paper's 0.275, else not enough data."
     from race_nb.race import shift_test, PAPER
     rows = []
     if not (len(done) and done.native_reward.notna().any()): return rows
@@ -207,14 +217,13 @@ def _rho_claims(done: pd.DataFrame) -> list[dict]:
         if fb not in k.index: rows.append(dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (no such reward here)")); continue
         r = k.loc[fb]
         rows.append(dict(claim=claim, paper=f"{paper:.3g}", here=_fmt_ci(r.rho_star, r.lo, r.hi),
-                         verdict="not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
-                                 "reproduced" if r.lo <= paper <= r.hi else "not reproduced"))
-    claim, paper = "model-based feedback moves the best rho down (rule minus model)", f"{PAPER['rho_rule'] - PAPER['rho_model']:.3g}"
-    if "rule minus model" not in k.index: return rows + [dict(claim=claim, paper=paper, here="-", verdict="not enough data (needs both kinds)")]
+                         verdict=_informative(r.lo, r.hi, r.rho_range) or ("reproduced" if r.lo <= paper <= r.hi else "not reproduced")))
+    claim, paper = "model-based feedback moves the best rho down (rule minus model)", PAPER["rho_rule"] - PAPER["rho_model"]
+    if "rule minus model" not in k.index: return rows + [dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (needs both kinds)")]
     r = k.loc["rule minus model"]
-    return rows + [dict(claim=claim, paper=paper, here=_fmt_ci(r.rho_star, r.lo, r.hi),
-                        verdict="not enough data (one seed per arm: no interval)" if not np.isfinite(r.lo) else
-                                "reproduced" if r.lo > 0 else "not reproduced" if r.hi < 0 else "not enough data (interval covers 0)")]
+    return rows + [dict(claim=claim, paper=f"{paper:.3g}", here=_fmt_ci(r.rho_star, r.lo, r.hi),
+                        verdict=_informative(r.lo, r.hi, r.rho_range) or ("reproduced" if r.lo > 0 else "not reproduced" if r.hi < paper else
+                                                                         "not enough data (the interval covers 0 and the paper's value)"))]
 
 # %% ../nbs/09_report.ipynb #58308bb0
 def _disagreement_claim(done: pd.DataFrame, per_prompt) -> dict:
@@ -230,24 +239,35 @@ def _disagreement_claim(done: pd.DataFrame, per_prompt) -> dict:
                "not reproduced" if counts.get("contradicted", 0) > len(pat) / 2 else "not enough data")
     return dict(claim=claim, paper="holds", here=f"{len(pat)} configurations: {here}", verdict=verdict)
 
-def _size_claim(done: pd.DataFrame, per_prompt) -> dict:
-    "The model-size row, a count: reproduced when the best arm differs between sizes in at least one size pair."
-    from race_nb.race import size_coupling
+def _size_claim(done: pd.DataFrame, per_prompt, holds_at: float = 0.8) -> dict:
+    "The model-size row: per size pair of one reward, budget and configuration, each size's best arm from the argmax bootstrap (`race.argmax_frequencies`). Reproduced when in some pair both best arms win at least `holds_at` of resamples and differ; not reproduced when in every pair both win that often and agree; else not enough data."
+    from race_nb.race import argmax_frequencies, group_keys
     claim = "model size and allocation are coupled at a fixed budget (best arm per size)"
     if done.model.nunique() < 2: return dict(claim=claim, paper="coupled", here="-", verdict="not enough data (one policy size)")
-    sc = size_coupling(done, "pass1_id", per_prompt)
-    differ = sum(r.smaller_arm != r.larger_arm for r in sc.itertuples())
-    here = (f"{len(sc)} size pairs: larger wins {(sc.verdict == 'larger wins').sum()}, smaller wins {(sc.verdict == 'smaller wins').sum()}; "
-            f"best arm differs in {differ}")
-    return dict(claim=claim, paper="coupled", here=here, verdict="reproduced" if differ > 0 else "not reproduced")
+    freq = argmax_frequencies(done, ("pass1_id",), per_prompt)
+    best = freq.loc[freq.groupby([k for k in group_keys(done)], dropna=False).freq.idxmax()]
+    others = [k for k in group_keys(done) if k != "model"]
+    differ = same = unsure = 0
+    for _, g in best.groupby(others, dropna=False):
+        rows = list(g.itertuples())
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                sure = a.freq >= holds_at and b.freq >= holds_at and min(a.seeds, b.seeds) >= 2
+                differ += sure and a.arm != b.arm; same += sure and a.arm == b.arm; unsure += not sure
+    pairs = differ + same + unsure
+    here = f"{pairs} size pairs: best arms differ in {differ}, agree in {same} (each in at least {holds_at:.0%} of resamples); unsure in {unsure}"
+    return dict(claim=claim, paper="coupled", here=here, verdict="reproduced" if differ else "not reproduced" if same == pairs and pairs else
+                "not enough data (no size pair with a sure best arm on both sides)")
 
 def _gain_claim(vt: pd.DataFrame) -> dict:
-    "The held-out-gain row: reproduced when the recommended arm's paired gain over trl's default arm has its 95% interval above 0 in fewer than all configurations (the gain is not guaranteed)."
+    "The held-out-gain row: reproduced when the recommended arm's paired gain over trl's default arm has its 95% interval below 0 in some configuration (the gain is not guaranteed); not reproduced when every interval is above 0; else not enough data."
     g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
-    pos = int((vt.get("gain_vs_trl_default_lo", pd.Series(dtype=float)) > 0).sum())
-    here = f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos} of {len(g)} configurations" if len(g) else "-"
-    return dict(claim="no guaranteed held-out gain from the recommended arm", paper="not guaranteed", here=here,
-                verdict="reproduced" if len(g) and pos < len(g) else "not reproduced" if len(g) else "not enough data (trl's default arm not in the full runs)")
+    lo, hi = (vt.get(f"gain_vs_trl_default_{e}", pd.Series(np.nan, index=vt.index)) for e in ("lo", "hi"))
+    pos, neg = int((lo > 0).sum()), int((hi < 0).sum())
+    here = f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos}, below 0 in {neg}, of {len(g)} configurations" if len(g) else "-"
+    verdict = ("not enough data (trl's default arm not in the full runs)" if not len(g) else "reproduced" if neg else
+               "not reproduced" if pos == len(g) else "not enough data (no interval below 0)")
+    return dict(claim="no guaranteed held-out gain from the recommended arm", paper="not guaranteed", here=here, verdict=verdict)
 
 # %% ../nbs/09_report.ipynb #52509c14
 def paper_claims(results: pd.DataFrame, # the grid's results
@@ -510,8 +530,12 @@ def execute_report(runs_dir, # a grid's runs folder
     "Execute the report pages against `runs_dir`; return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets."
     from race_nb.kernels import warm_kernels
     runs_dir, out = Path(runs_dir).resolve(), Path(out)
-    own = user_grid(load_results(runs_dir))  # fails early, and writes results.parquet
-    if full_dir: full_dir = Path(full_dir).resolve(); load_results(full_dir)
+    from race_nb.grid import aggregate
+    from race_nb.race import require_done
+    if full_dir: full_dir = Path(full_dir).resolve()
+    for d in (runs_dir, full_dir) if full_dir else (runs_dir,): require_done(aggregate(d, write=False), d)  # fails early: nothing written
+    own = user_grid(load_results(runs_dir))  # writes results.parquet, which the pages read
+    if full_dir: load_results(full_dir)
     pages = [p for p in report_pages() if not own or p[0] in USER_PAGES]
     executed = out / "_executed"
     executed.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from race_nb.grid import aggregate, per_prompt_results
-from race_nb.race import bootstrap_validation, config_keys, confusion_table, disagreement_pattern, validate, validation_summary
+from race_nb.race import (Thresholds, bootstrap_validation, config_keys, confusion_table, diagnose, disagreement_pattern, power_table,
+                          validate, validation_summary)
 from race_nb.report import paper_claims
 
 HERE = Path(__file__).resolve().parent
@@ -53,16 +54,20 @@ def report(pilot, full, pp, fp) -> None:
     contrast_arms = full[full.arm.isin(pilot.arm.unique())]
     print(f"pilot FLOPs / full FLOPs: {pilot.flops_total.sum() / full.flops_total.sum():.1%} "
           f"(of the full side's cells of the pilot's arms: {pilot.flops_total.sum() / contrast_arms.flops_total.sum():.1%})")
+    ev = lambda d: d.flops_total.sum() + d.flops_eval.fillna(0).sum()
+    print(f"with evaluation: pilot / full {ev(pilot) / ev(full):.1%} (of the full side's cells of the pilot's arms: {ev(pilot) / ev(contrast_arms):.1%})")
     for name, df in (("pilot", pilot), ("full", full)):
         print(f"{name}: sum of cell wall times {df.wall_seconds.sum() / 60:.1f} min; budgeted FLOPs {df.flops_total.sum():.3e}, "
               f"evaluation FLOPs {df.flops_eval.sum():.3e}")
     for target in ("pass1_id", "pass1_ood", "judge", "native_reward"):
-        vt, s = validate(pilot, full, target, pilot_prompts=pp, full_prompts=fp)
+        vt, s = validate(pilot, full, target, Thresholds(n_boot=50), pilot_prompts=pp, full_prompts=fp)
         assert not s["shared_seeds"], s["shared_seeds"]  # the pilot's seeds are its own
         print(f"\n## {target}\n")
-        print("full-budget directions: " + ", ".join(f"{n} {d}" for d, n in vt.full_direction.value_counts().items())
-              + "; full calls: " + ", ".join(f"{n} {d}" for d, n in vt.full_call.value_counts().items()))
-        cols = keys + ["pilot_call", "pilot_contrast", "pilot_lo", "pilot_hi", "full_call", "full_contrast", "full_lo", "full_hi",
+        print(f"full-budget truths (decisive calls; 'no regime' where the seed-level interval covers 0): {s['full_truths']}; "
+              "point-estimate signs: " + ", ".join(f"{n} {d}" for d, n in vt.full_direction.value_counts().items()))
+        if s.get("kappa_note"): print(f"kappa on decisive calls: {s['kappa_note']}")
+        if s.get("kappa_vs_full_call_note"): print(f"kappa vs the full call: {s['kappa_vs_full_call_note']}")
+        cols = keys + ["pilot_call", "pilot_reason", "pilot_contrast", "pilot_lo", "pilot_hi", "full_call", "full_contrast", "full_lo", "full_hi",
                        "correct", "call_arm", "gain_vs_trl_default", "gain_vs_trl_default_lo", "gain_vs_trl_default_hi"]
         print("\n" + table(vt.reindex(columns=cols).sort_values(keys)))
         print("\nconfusion (rows: pilot call; columns: full-budget call)\n")
@@ -70,9 +75,14 @@ def report(pilot, full, pp, fp) -> None:
         print("\n95% bootstrap intervals over configurations\n")
         print(table(bootstrap_validation(vt).reset_index()))
     print("\n## every target\n")
-    cols = ["target", "configurations", "decisive_calls", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
+    cols = ["target", "configurations", "full_truths", "decisive_calls", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
             "kappa_vs_full_call", "majority_direction", "majority_accuracy", "same_regime_rate", "mean_gain_vs_trl_default"]
     print(table(validation_summary(pilot, full, pilot_prompts=pp, full_prompts=fp).reindex(columns=cols)))
+    print("\n## power: median smallest detectable contrast (80% power, 5% level; seed-level se, projected from variance components)\n")
+    th = Thresholds(n_boot=20)  # the fit-regime bootstrap is not what the power table reads
+    for name, df, prompts in (("pilot", pilot, pp), ("full", full, fp)):
+        pt = power_table(diagnose(df, ("pass1_id", "judge"), th, prompts, keys))
+        print(f"{name}:\n\n" + table(pt.reset_index()) + "\n")
     print("\n## the report's claims (race_nb.report.paper_claims, pilot with --full)\n")
     print(table(paper_claims(pilot, pp, full, fp)))
     if full.arm.nunique() >= 3:  # an interior arm exists: the paper's target-disagreement pattern can be looked for
@@ -83,7 +93,7 @@ def report(pilot, full, pp, fp) -> None:
         print(table(pd.concat(parts, ignore_index=True)))
     if "learning_rate" in keys:
         print("\n## contrast against the learning rate (pass1_id, mean over the other configuration columns)\n")
-        vt, _ = validate(pilot, full, "pass1_id", pilot_prompts=pp, full_prompts=fp)
+        vt, _ = validate(pilot, full, "pass1_id", Thresholds(n_boot=20), pilot_prompts=pp, full_prompts=fp)
         print(table(vt.groupby([k for k in ("model", "learning_rate") if k in keys])[["pilot_contrast", "full_contrast"]].mean().reset_index(), floatfmt=".4f"))
 
 
