@@ -241,6 +241,9 @@ def _grid_command(args) -> int:
         print("\n" + st.status.value_counts().to_string())
         for _, r in st[st.status.isin(["failed", "eval-failed", "interrupted"])].iterrows(): print(f"{r.status} {r.cell}: {r.error}")
         if (st.status == "eval-failed").any(): print("eval-failed cells are trained: --retry-failed re-runs only their evaluation")
+        for _, r in st[st.low_signal].iterrows():
+            print(f"low signal {r.cell}: only {r.signal:.0%} of its prompt groups had a non-zero advantage on average; it learned from too "
+                  "little signal (its cell.log says why)")
     else:
         df = aggregate(args.runs_dir)
         print(f"wrote {Path(args.runs_dir) / 'results.parquet'}: {len(df)} cells, {(df.status == 'done').sum()} done")

@@ -13,8 +13,9 @@ from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
 __all__ = ['ARMS', 'DEFAULT_ARM', 'REWARD_SYSTEMS', 'REWARD_KINDS', 'TRAINING_REWARDS', 'MODEL_REWARDS', 'RULE_REWARDS',
-           'REWARD_TASKS', 'TARGETS', 'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind',
-           'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'CellConfig']
+           'REWARD_TASKS', 'TARGETS', 'NO_SIGNAL_ENV', 'ON_NO_SIGNAL', 'NO_SIGNAL_STEPS', 'NO_SIGNAL_STEPS_ENV',
+           'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind', 'check_reward_tasks',
+           'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'CellConfig']
 
 # %% ../nbs/00a_config.ipynb #863bd2a4
 @dataclass(frozen=True)
@@ -72,6 +73,10 @@ def check_reward_tasks(reward: str, # a reward system
 
 # %% ../nbs/00a_config.ipynb #59e61d04
 TARGETS = ("native_reward", "pass1_id", "pass1_ood", "judge") # what every cell is evaluated on
+NO_SIGNAL_ENV = "RACE_ON_NO_SIGNAL" # a grid's `on_no_signal`, for every cell's trainer (ours and a user's notebook)
+ON_NO_SIGNAL = ("fail", "warn") # what K optimizer steps in a row without learning signal do (the first is the default)
+NO_SIGNAL_STEPS = 16 # K: optimizer steps in a row without a group of non-zero advantage (a grid's `no_signal_steps`)
+NO_SIGNAL_STEPS_ENV = "RACE_NO_SIGNAL_STEPS" # a grid's `no_signal_steps`, for every cell's trainer
 TARGET_LABELS = dict(native_reward="native reward", pass1_id="pass@1 (in distribution)",
                      pass1_ood="pass@1 (out of distribution)", judge="judge score")
 

@@ -136,6 +136,7 @@ class TrainedCell:
     train_seconds: float # wall time of training, summed over resumed attempts
     log_history: list # trl's log records, with the ledger's cumulative FLOPs
     resumed_from: list # the checkpoint step of every resume (empty: trained in one go)
+    signal: dict = dataclasses.field(default_factory=dict) # the signal watch's summary (`SignalWatch.summary`): share of groups with signal, ...
 
 # %% ../nbs/06_eval.ipynb #d652d7c4
 def _write_trained(trainer, secs: float, resumed: list, out: Path) -> dict:
@@ -145,7 +146,7 @@ def _write_trained(trainer, secs: float, resumed: list, out: Path) -> dict:
     write_json(out / "log_history.json", trainer.state.log_history)  # learning curves against FLOPs (report)
     write_atomic(out / "compute_card.txt", trainer.ledger.compute_card(title=f"compute card: {trainer.state.global_step} step(s)") + "\n")
     rec = dict(steps=trainer.state.global_step, train_seconds=secs, resumed_from=resumed, flops_total=trainer.ledger.total,
-               budget=trainer.ledger.budget, time=time.time())
+               budget=trainer.ledger.budget, signal=trainer.signal_watch.summary(), time=time.time())
     write_json(out / TRAINED, rec)
     return rec
 
@@ -158,7 +159,7 @@ def _load_trained(cfg: CellConfig, out: Path, rec: dict) -> TrainedCell:
     saved = FlopsLedger.load(out / "ledger.parquet")
     ledger = FlopsLedger(budget=saved.budget, events=[e for e in saved.events if e["component"] != "eval"])
     return TrainedCell(model, tok, ledger, rec["steps"], rec["train_seconds"], json.loads((out / "log_history.json").read_text()),
-                       rec.get("resumed_from", []))
+                       rec.get("resumed_from", []), rec.get("signal", {}))
 
 # %% ../nbs/06_eval.ipynb #c850226f
 def train_cell(cfg: CellConfig, out_dir,
@@ -183,7 +184,7 @@ def train_cell(cfg: CellConfig, out_dir,
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
     rec = _write_trained(trainer, spent + time.time() - t0, resumed, out)
     trained = TrainedCell(trainer.model, trainer.processing_class, trainer.ledger, rec["steps"], rec["train_seconds"],
-                          trainer.state.log_history, resumed)
+                          trainer.state.log_history, resumed, rec["signal"])
     shutil.rmtree(out / "trl", ignore_errors=True)  # checkpoints are superseded by the training outputs
     del trainer; release_scorers()  # the trainer, and the reward model it scored with, leave before evaluation loads its models
     return trained
@@ -199,7 +200,7 @@ def finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:
     trained.model.to(device)
     targets = evaluate(trained.model, trained.tok, cfg, trained.ledger, step=trained.steps)
     metrics = cell_metrics(cfg, trained.ledger, targets, baseline, trained.steps, trained.train_seconds)
-    metrics["resumed_from"] = trained.resumed_from
+    metrics.update(resumed_from=trained.resumed_from, **trained.signal)
     trained.ledger.save(out_dir / "ledger.parquet")
     write_per_prompt(out_dir / "per_prompt.parquet", targets["per_prompt"])
     write_json(out_dir / "metrics.json", metrics)

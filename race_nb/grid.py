@@ -10,20 +10,20 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 from .core import atomic_path, check_positive, last_checkpoint, project_root, trained_record, write_atomic
-from .config import ARMS, MODELS, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
+from .config import ARMS, MODELS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
-           'STATUSES', 'TEMPLATE', 'STOPPING', 'METRIC_COLUMNS', 'GridError', 'arm_name', 'arm_spec', 'parse_minutes',
-           'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate',
-           'plan_grid', 'check_schedule', 'format_plan', 'read_status', 'set_status', 'valid_metrics', 'shown_status',
-           'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'visible_gpus', 'gpu_slots',
-           'CellJob', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
+           'STATUSES', 'TEMPLATE', 'STOPPING', 'LOW_SIGNAL', 'METRIC_COLUMNS', 'GridError', 'arm_name', 'arm_spec',
+           'parse_minutes', 'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id',
+           'measured_rate', 'plan_grid', 'check_schedule', 'format_plan', 'read_status', 'set_status', 'valid_metrics',
+           'shown_status', 'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'visible_gpus',
+           'gpu_slots', 'CellJob', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
-GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint")
+GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps")
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(CellConfig))
 
 class GridError(ValueError):
@@ -182,6 +182,10 @@ def _check_resources(g: dict, fail) -> None:
                 fail(f"resources.by.{axis}.{val}", f"{val!r} is not one of the grid's {axis} values {values[axis]}")
             if not isinstance(over, dict) or "by" in over: fail(f"resources.by.{axis}.{val}", "must be a mapping of resources (no nested by)")
             _check_resource_values(over, f"resources.by.{axis}.{val}", fail)
+    if g.get("on_no_signal", ON_NO_SIGNAL[0]) not in ON_NO_SIGNAL:
+        fail("on_no_signal", f"must be one of {', '.join(ON_NO_SIGNAL)} (what a cell does after steps without learning signal), got {g['on_no_signal']!r}")
+    k = g.get("no_signal_steps", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1: fail("no_signal_steps", f"must be a positive whole number of optimizer steps, got {k!r}")
     ck = g.get("checkpoint", {})
     if ck is False or ck is None: return
     if not isinstance(ck, dict): fail("checkpoint", "must be a mapping {steps: K, minutes: T}, or false for no checkpoints")
@@ -716,10 +720,18 @@ def run_grid(grid_path, # grid YAML
     log.info("grid %s: %d cells, %d to run", g["name"], len(g["cells"]), len(todo))
     print(f"grid {g['name']}: {len(g['cells'])} cells, {len(g['cells']) - len(todo)} already finished, {len(todo)} to run -> {root}")
     if todo:
-        if executor == "local":
-            per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
-            _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
-        else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, g)
+        old = {k: os.environ.get(k) for k in (NO_SIGNAL_ENV, NO_SIGNAL_STEPS_ENV)}
+        os.environ[NO_SIGNAL_ENV] = g.get("on_no_signal", ON_NO_SIGNAL[0])  # the cells' trainers read them (workers, kernels, Slurm jobs inherit them)
+        os.environ[NO_SIGNAL_STEPS_ENV] = str(g.get("no_signal_steps", NO_SIGNAL_STEPS))
+        try:
+            if executor == "local":
+                per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
+                _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
+            else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, g)
+        finally:
+            for k, v in old.items():
+                if v is None: os.environ.pop(k, None)
+                else: os.environ[k] = v
     return root
 
 # %% ../nbs/07_grid.ipynb #bb057ab3
@@ -766,14 +778,18 @@ def grid_status(runs_dir) -> "pd.DataFrame":
         if status == "running":
             with cell_lock(d) as free:  # a live runner holds the cell's lock; a dead one (kill -9) left only its status
                 if free: status = "stale"
-        rec = trained_record(d)
+        rec, m = trained_record(d), valid_metrics(d) or {}
+        share = m.get("signal_share", (rec or {}).get("signal", {}).get("signal_share"))
         rows.append(dict(cell=d.name, status=status, model=p.get("model"), reward=p.get("reward"), arm=p["arm"], budget=p["budget"],
                          seed=p["seed"], trained=rec is not None, checkpoint=_newest_checkpoint(d), resumes=_resumes(d, rec),
-                         wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error")))
+                         wall_seconds=st.get("wall_seconds"), signal=share, low_signal=share is not None and share < LOW_SIGNAL,
+                         error=st.get("evalue") or st.get("error")))
     return pd.DataFrame(rows)
 
+LOW_SIGNAL = 0.1 # a trained cell learned from too little signal when fewer than this share of its groups had a non-zero advantage, on average
+
 METRIC_COLUMNS = TARGETS + tuple(f"{t}_warm" for t in TARGETS) + ("rho", "n", "m", "mu", "beta", "flops_total", "flops_search", "flops_learning", "flops_reward",
-                  "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps",
+                  "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps", "signal_share", "no_signal_steps", "answer_share",
                   "train_seconds", "eval_seconds", "mean_completion_chars")
 
 # %% ../nbs/07_grid.ipynb #598c7253

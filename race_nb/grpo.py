@@ -10,7 +10,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from .core import atomic_path, check_positive, check_choice, last_checkpoint, write_atomic
-from .config import Arm, ARMS, MODEL_REWARDS, CellConfig
+from .config import Arm, ARMS, MODEL_REWARDS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
 from .rewards.core import Reward
@@ -20,9 +20,10 @@ logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` m
 # %% auto #0
 __all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'CELL_CHECKPOINT_ENV', 'reward_model_flops', 'policy_flops', 'arm_flops',
            'predict_rho', 'arm_for_rho', 'cell_arm', 'max_variance_subset', 'BudgetCallback',
-           'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'peak_flops_of', 'charge_reward_model',
-           'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy',
-           'vllm_stops', 'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+           'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'NoSignal', 'NoSignalWarning',
+           'group_signal', 'no_signal_message', 'SignalWatch', 'peak_flops_of', 'charge_reward_model', 'ModelCharge',
+           'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
+           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -190,6 +191,61 @@ class CheckpointCallback(TrainerCallback):
         for s, h in self._old.items(): signal.signal(s, h)
         self._old = {}
 
+# %% ../nbs/05_grpo.ipynb #30d3fa0e
+class NoSignal(RuntimeError):
+    "Training stopped: K optimizer steps in a row carried no learning signal (on_no_signal: fail)."
+
+class NoSignalWarning(UserWarning):
+    "K optimizer steps in a row carried no learning signal (on_no_signal: warn)."
+
+def group_signal(rewards: torch.Tensor, # [completions] total (weighted) reward of each completion of one generation batch
+                 n: int, # completions per prompt group
+                ) -> float:
+    "Share of prompt groups whose rewards are not all equal: the groups with a non-zero advantage (trl's 1 - frac_reward_zero_std)."
+    g = torch.nan_to_num(rewards.float(), nan=0.0).view(-1, n)
+    return float(((g.max(1).values - g.min(1).values) > 0).float().mean())
+
+def no_signal_message(steps: int, last_step: int, n: int, rewards: list, answered: float | None, clipped: float | None,
+                      max_len: int | None) -> str:
+    "The warning for `steps` optimizer steps in a row without signal, naming the reward and the likely causes."
+    causes = []
+    if answered is not None: causes.append(f"no completion stated a final answer ({answered:.0%} did; an answer-gated reward such as a PRM "
+                                           "or judge with require_answer: true gives 0 without one)")
+    if clipped is not None: causes.append(f"completions clipped at max_completion_length={max_len} ({clipped:.0%} of them were): too "
+                                          "short for the answer (a boxed answer needs room)")
+    causes.append("a constant reward (a reward function or model that gives every completion the same value)")
+    return (f"no learning signal for {steps} optimizer steps in a row (up to step {last_step}): in every group of {n} completions the "
+            f"reward ({', '.join(rewards)}) was the same, so every advantage was 0 and the policy could not move. Likely causes: "
+            + "; ".join(causes) + ". The grid setting on_no_signal: fail stops such a cell; warn trains on.")
+
+# %% ../nbs/05_grpo.ipynb #e24781b0
+class SignalWatch(TrainerCallback):
+    "Per optimizer step: the share of groups with a non-zero advantage (and of completions that stated an answer) of the batch it trained on; after `steps` in a row without signal, a warning or `NoSignal`."
+    def __init__(self, trainer, steps: int = NO_SIGNAL_STEPS, on_no_signal: str = "fail"):
+        self.tr, self.steps, self.mode = trainer, check_positive("no_signal_steps", steps, integer=True), check_choice("on_no_signal", on_no_signal, ON_NO_SIGNAL)
+        self.history, self.run, self.warned = [], 0, False
+
+    def on_step_end(self, args, state, control, **kw):
+        sig = getattr(self.tr, "_signal", None)
+        if sig is None: return
+        self.history.append(dict(step=state.global_step, **sig))
+        self.run = self.run + 1 if sig["groups"] == 0 else 0
+        if self.run >= self.steps and not self.warned:
+            msg = no_signal_message(self.run, state.global_step, self.tr.num_generations, list(self.tr.reward_func_names), sig.get("answered"),
+                                    sig.get("clipped"), getattr(self.tr.args, "max_completion_length", None))
+            if self.mode == "fail": raise NoSignal(msg)
+            self.warned = True
+            logger.warning(msg)
+            warnings.warn(msg, NoSignalWarning, stacklevel=2)
+
+    def summary(self) -> dict:
+        "What metrics.json records: mean share of groups with signal, steps without any, mean answered share (answer-gated rewards)."
+        h = self.history
+        if not h: return dict(signal_share=None, no_signal_steps=None, answer_share=None, signal_steps=0)
+        ans = [r["answered"] for r in h if r.get("answered") is not None]
+        return dict(signal_share=float(sum(r["groups"] for r in h) / len(h)), no_signal_steps=sum(r["groups"] == 0 for r in h),
+                    answer_share=float(sum(ans) / len(ans)) if ans else None, signal_steps=len(h))
+
 # %% ../nbs/05_grpo.ipynb #073c308c
 @contextlib.contextmanager
 def _quiet_deprecations():
@@ -344,6 +400,8 @@ class LedgerGRPOTrainer(GRPOTrainer):
                  report_card: bool = True, # print the compute card after train() and write it and ledger.parquet to output_dir
                  fast_generation: bool = False, # sample rollouts with race_nb.fastgen where it reproduces trl's generate
                  policy_flops: ModelFlops | None = None, # FLOPs model of the policy (default: from the loaded model and its adapter)
+                 on_no_signal: str | None = None, # "fail" or "warn" after `no_signal_steps` steps without signal (None: the grid's, else "fail")
+                 no_signal_steps: int | None = None, # optimizer steps in a row without a group of non-zero advantage (None: the grid's, else 16)
                  **kwargs):
         ledger = _trainer_ledger(budget, ledger)
         with _quiet_deprecations(): super().__init__(*args, **kwargs)
@@ -360,6 +418,9 @@ class LedgerGRPOTrainer(GRPOTrainer):
         self.uncharged = _attach_rewards(self)
         self._scoring, self._flos_seen, self._logged = False, ledger.total, (self.state.global_step, ledger.totals())
         _add_ledger_callbacks(self, ledger)
+        self.signal_watch = SignalWatch(self, no_signal_steps or int(os.environ.get(NO_SIGNAL_STEPS_ENV) or NO_SIGNAL_STEPS),
+                                        on_no_signal or os.environ.get(NO_SIGNAL_ENV) or ON_NO_SIGNAL[0])
+        self.add_callback(self.signal_watch)
 
 # %% ../nbs/05_grpo.ipynb #76ea0759
 @patch
@@ -381,6 +442,16 @@ def _calculate_rewards(self: LedgerGRPOTrainer, inputs, prompts, completions, co
     try: self._last_rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids_list)
     finally: self._scoring, self._reward_seconds = False, time.perf_counter() - t0
     return self._last_rewards
+
+# %% ../nbs/05_grpo.ipynb #aab05797
+@patch
+def _note_signal(self: LedgerGRPOTrainer) -> None:
+    "The learning signal of the generation batch just scored (`_signal`): groups with a non-zero advantage, answered and clipped shares."
+    r = (self._last_rewards * self.reward_weights.to(self._last_rewards.device).unsqueeze(0)).nansum(dim=1)
+    answered = [f.last_answered for f in self.reward_funcs if getattr(f, "require_answer", False) and getattr(f, "last_answered", None) is not None]
+    clipped = (self._metrics.get("train", {}).get("completions/clipped_ratio") or [None])[-1] if hasattr(self, "_metrics") else None
+    self._signal = dict(groups=group_signal(r, self.num_generations), answered=min(answered) if answered else None,
+                        clipped=float(clipped) if clipped is not None else None)
 
 # %% ../nbs/05_grpo.ipynb #6d52abf5
 @patch
@@ -435,6 +506,7 @@ def _generate_and_score_completions(self: LedgerGRPOTrainer, inputs):
     self._score_seconds = time.perf_counter() - t0  # generation + rewards + no-grad forwards, excluded from update time
     rest = self._score_seconds - getattr(self, "_gen_seconds", 0.0) - getattr(self, "_reward_seconds", 0.0)
     self._record_generation(out, logprob_seconds=max(0.0, rest))
+    self._note_signal()  # before down-sampling: the signal of what was generated and scored
     return self._downsample(out) if self.keep < self.num_generations else out
 
 # %% ../nbs/05_grpo.ipynb #96064c04
@@ -490,6 +562,9 @@ def log(self: LedgerGRPOTrainer, logs: dict, start_time: float | None = None) ->
     "trl's log record, with the ledger's numbers added to training records."
     if not any(k.startswith("eval_") for k in logs):
         logs.update(ledger_logs(self.ledger, self._logged, self.state.global_step, self.peak_flops))
+        if (sig := getattr(self, "_signal", None)) is not None:  # the learning signal of the last generation batch
+            logs["signal/nonzero_adv_groups"] = sig["groups"]
+            if sig["answered"] is not None: logs["signal/answer_share"] = sig["answered"]
         self._logged = (self.state.global_step, self.ledger.totals())
     GRPOTrainer.log(self, logs, start_time)
 

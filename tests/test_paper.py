@@ -182,3 +182,50 @@ def test_training_leaves_nothing_resident_before_evaluation(data_dir, tmp_path):
     finally:
         ev.build_trainer, prm.hf_scorer = orig_build, orig_scorer
     assert json.loads((tmp_path / "cell" / "metrics.json").read_text())["flops_reward"] > 0
+
+
+DEAD = """name: {name}
+fixed:
+  train_data: polaris:train
+  eval_id: gsm8k:test
+  eval_ood: math500:test
+  n_eval: 8
+  eval_max_new_tokens: 16
+  max_completion_length: 16
+  prompts_per_step: 8
+  model_path: "toy:qwen2.5-1.5b"
+  reward_settings:
+    prm: {{backend: hf, path: "toy:qwen-prm"}}  # require_answer: true (the default): the toy policy never states an answer
+  judge_settings: {{backend: hf, path: "toy:judge"}}
+axes:
+  model: [qwen2.5-1.5b]
+  reward: [prm]
+  arm: [n8-m4]
+budgets: [1.5e11]
+seeds: [0]
+no_signal_steps: 2
+{extra}"""
+
+
+def test_a_dead_reward_fails_its_cell_or_warns_and_is_marked(data_dir, tmp_path):
+    "Issue 37's dead reward: an answer-gated PRM on a policy that never states an answer gives 0 everywhere. Default: the cell fails with "
+    "the reason after no_signal_steps; on_no_signal: warn trains on, says so in cell.log, and status marks the cell."
+    from race_nb.grid import aggregate, grid_status, run_grid
+    out = {}
+    for name, extra in (("deadfail", ""), ("deadwarn", "on_no_signal: warn\n")):
+        (tmp_path / f"{name}.yaml").write_text(DEAD.format(name=name, extra=extra))
+        out[name] = grid_status(run_grid(tmp_path / f"{name}.yaml", runs_root=tmp_path / "runs", workers=1, min_cycles=0)).iloc[0]
+    fail, warn = out["deadfail"], out["deadwarn"]
+    assert fail.status == "failed" and "no learning signal for 2 optimizer steps in a row" in fail.error, fail.error
+    assert "no completion stated a final answer (0% did" in fail.error and "prm" in fail.error, fail.error
+    log = (tmp_path / "runs" / "deadwarn" / warn.cell / "cell.log").read_text()
+    assert warn.status == "done" and "no learning signal for 2 optimizer steps in a row" in log, log[-2000:]
+    assert warn.signal == 0.0 and warn.low_signal, warn
+    m = aggregate(tmp_path / "runs" / "deadwarn").iloc[0]
+    assert m.signal_share == 0.0 and m.no_signal_steps == m.steps and m.answer_share == 0.0, m
+    st = subprocess.run([RACE, "grid", "status", str(tmp_path / "runs" / "deadwarn")], capture_output=True, text=True)
+    assert st.returncode == 0 and f"low signal {warn.cell}: only 0% of its prompt groups" in st.stdout, st.stdout
+    from race_nb.report import render_report
+    render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback")
+    assert "learned from too little signal" in (tmp_path / "site" / "compute.html").read_text()
+    print(fail.error)

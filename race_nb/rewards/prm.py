@@ -122,6 +122,7 @@ class ModelReward(Reward):
         "Per-line scores (None when unscorable or without a final answer by its task's rule), charging the ledger."
         tasks = tasks or [None] * len(completions)
         keep = [i for i, (c, t) in enumerate(zip(completions, tasks)) if not self.require_answer or extract_answer(c, task=t) is not None]
+        if self.require_answer: self.last_answered = len(keep) / max(1, len(completions))  # the trainer's signal watch reads it
         t0 = time.perf_counter()
         scores, work = self.scorer.score([prompts[i] for i in keep], [completions[i] for i in keep])
         if self.ledger is not None and keep:
