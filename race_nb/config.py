@@ -146,6 +146,8 @@ class CellConfig:
     dtype: str = "auto" # auto: bfloat16 on CUDA, float32 on CPU
     use_vllm: bool = False # trl's vLLM generation (GPU; charged by the same formula)
     vllm_mode: str = "colocate" # trl's vllm_mode when use_vllm
+    milestones: int = 8 # evaluate at every 1/milestones of the budget inside the run (greedy pass@1, charged to eval; 0: none)
+    milestone_prompts: int = 256 # the first this many evaluation prompts of each set are scored at a milestone (a multiple of 128 pairs them with the final evaluation's batches)
 
 
 # %% ../nbs/00a_config.ipynb #ee34c8ed

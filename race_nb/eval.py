@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses, gc, importlib.metadata as md, json, platform, shutil, time
 from pathlib import Path
 import torch
+from transformers import TrainerCallback
 from .core import TRAINED, atomic_path, trained_record, write_atomic
 from .flops import FlopsLedger
 from .config import CellConfig, TARGETS
@@ -18,8 +19,9 @@ from .rewards import make_reward
 from .rewards.prm import release_scorers
 
 # %% auto #0
-__all__ = ['evaluate', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics', 'save_adapter',
-           'TrainedCell', 'train_cell', 'finish_cell', 'run_cell']
+__all__ = ['MILESTONES', 'MILESTONE_TARGETS', 'greedy_pass1', 'evaluate', 'milestone_fractions', 'read_milestones',
+           'MilestoneEval', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics',
+           'save_adapter', 'TrainedCell', 'train_cell', 'finish_cell', 'run_cell']
 
 # %% ../nbs/06_eval.ipynb #88e2233a
 def _generate_charged(model, tok, prompts, ledger, step, mf, phase, **kw) -> list[str]:
@@ -32,6 +34,18 @@ def _generate_charged(model, tok, prompts, ledger, step, mf, phase, **kw) -> lis
     return out
 
 # %% ../nbs/06_eval.ipynb #8db25ed8
+def _eval_sets(cfg: CellConfig, tok) -> tuple[dict, dict]:
+    "The evaluation records and formatted prompts of eval_id and eval_ood (the first `n_eval` of each, in order: every cell the same)."
+    sets = {k: load_spec(spec, cfg.data_dir, n=cfg.n_eval) for k, spec in (("id", cfg.eval_id), ("ood", cfg.eval_ood))}
+    return sets, {k: [format_prompt(cfg.model, tok, r["prompt"]) for r in recs] for k, recs in sets.items()}
+
+def greedy_pass1(model, tok, cfg: CellConfig, ledger, step: int, mf, sets: dict, prompts: dict, n: int | None = None,
+                 phase: str = "greedy") -> tuple[dict, dict]:
+    "(greedy completions, pass@1 per prompt) on the first `n` prompts of each set, in batches of 128: the first k x 128 prompts batch alike at any n."
+    kw = dict(max_new_tokens=cfg.eval_max_new_tokens, batch_size=128)
+    greedy = {k: _generate_charged(model, tok, prompts[k][:n], ledger, step, mf, f"{phase}_{k}", greedy=True, **kw) for k in sets}
+    return greedy, {f"pass1_{k}": [float(grade(c, r["answer"], r["task"])) for c, r in zip(greedy[k], recs)] for k, recs in sets.items()}
+
 def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval sets and sizes)
              ledger: FlopsLedger | None = None, # where evaluation FLOPs go (component eval)
              step: int = 0, # step number recorded with the eval events
@@ -40,13 +54,9 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
     from race_nb.flops import ModelFlops
     mf = ModelFlops.from_model(model)  # the loaded checkpoint (with its adapter, when trained), counted from itself
     out, t0 = {}, time.time()
-    sets = {k: load_spec(spec, cfg.data_dir, n=cfg.n_eval) for k, spec in (("id", cfg.eval_id), ("ood", cfg.eval_ood))}
-    prompts = {k: [format_prompt(cfg.model, tok, r["prompt"]) for r in recs] for k, recs in sets.items()}
+    sets, prompts = _eval_sets(cfg, tok)
     kw = dict(max_new_tokens=cfg.eval_max_new_tokens, batch_size=128)
-    greedy = {k: _generate_charged(model, tok, prompts[k], ledger, step, mf, f"greedy_{k}", greedy=True, **kw) for k in sets}
-    per = {}
-    for k, recs in sets.items():
-        per[f"pass1_{k}"] = [float(grade(c, r["answer"], r["task"])) for c, r in zip(greedy[k], recs)]
+    greedy, per = greedy_pass1(model, tok, cfg, ledger, step, mf, sets, prompts)
     sampled = _generate_charged(model, tok, prompts["id"], ledger, step, mf, "sampled_id", greedy=False, seed=cfg.seed + 1, **kw)
     cols = dict(answer=[r["answer"] for r in sets["id"]], task=[r["task"] for r in sets["id"]], question=[r["prompt"] for r in sets["id"]])
     for name, settings, comps, key in ((cfg.reward, cfg.reward_settings, sampled, "native_reward"),
@@ -59,6 +69,46 @@ def evaluate(model, tok, cfg: CellConfig, # the cell (model name, reward, eval s
     out["eval_seconds"] = time.time() - t0
     out["mean_completion_chars"] = sum(map(len, sampled)) / len(sampled)
     return out
+
+# %% ../nbs/06_eval.ipynb #99e3330b
+MILESTONES = "milestones.parquet" # a cell's learning curve: pass@1 per prompt at every milestone (fraction of the budget)
+MILESTONE_TARGETS = ("pass1_id", "pass1_ood") # greedy: deterministic, no draw taken from the training run's random streams
+
+def milestone_fractions(k: int) -> list[float]:
+    "The budget fractions evaluated inside a run: 1/k, 2/k, ..., (k-1)/k (the final evaluation is the k-th)."
+    return [i / k for i in range(1, k)] if k and k > 1 else []
+
+def read_milestones(cell_dir) -> "pd.DataFrame":
+    "A cell's milestone values (milestone, step, flops, target, prompt, value); empty when it has none."
+    import pandas as pd
+    p = Path(cell_dir) / MILESTONES
+    return pd.read_parquet(p) if p.exists() else pd.DataFrame(columns=["milestone", "step", "flops", "target", "prompt", "value"])
+
+class MilestoneEval(TrainerCallback):
+    "At the first optimizer step at or past each milestone of the budget: greedy pass@1 on the first `milestone_prompts` prompts, per prompt, charged to eval, appended to milestones.parquet (a resumed run skips milestones on file)."
+    def __init__(self, trainer, cfg: CellConfig, out_dir):
+        from race_nb.flops import ModelFlops
+        self.tr, self.cfg, self.out = trainer, cfg, Path(out_dir)
+        self.todo = [f for f in milestone_fractions(cfg.milestones) if f not in set(read_milestones(out_dir).milestone)]
+        self.sets = self.prompts = None
+        self.seconds = 0.0
+
+    def on_step_end(self, args, state, control, **kw):
+        import pandas as pd
+        led = self.tr.ledger
+        due = [f for f in self.todo if led.total >= f * led.budget]  # the condition BudgetCallback stops a run of budget f x B on
+        if not due: return
+        t0 = time.time()
+        if self.sets is None: self.sets, self.prompts = _eval_sets(self.cfg, self.tr.processing_class)
+        mf = self.tr.policy_flops
+        _, per = greedy_pass1(self.tr.model, self.tr.processing_class, self.cfg, led, state.global_step, mf, self.sets, self.prompts,
+                              n=self.cfg.milestone_prompts, phase="milestone")
+        rows = pd.DataFrame([dict(milestone=f, step=state.global_step, flops=led.total, target=t, prompt=i, value=v)
+                             for f in due for t, vals in per.items() for i, v in enumerate(vals)])
+        old = read_milestones(self.out)
+        with atomic_path(self.out / MILESTONES) as tmp: (pd.concat([old, rows], ignore_index=True) if len(old) else rows).to_parquet(tmp, index=False)
+        self.todo = [f for f in self.todo if f not in due]
+        self.seconds += time.time() - t0
 
 # %% ../nbs/06_eval.ipynb #cb25e7e9
 def warm_baseline(cfg: CellConfig,
@@ -175,6 +225,8 @@ def train_cell(cfg: CellConfig, out_dir,
     (out / CHECKPOINT_REQUEST).unlink(missing_ok=True)  # a request was for the run it interrupted
     ckpt = last_checkpoint(out / "trl")
     spent = json.loads((ckpt / "elapsed.json").read_text())["train_seconds"] if ckpt and (ckpt / "elapsed.json").exists() else 0.0
+    milestones = MilestoneEval(trainer, cfg, out) if cfg.milestones else None
+    if milestones: trainer.add_callback(milestones)  # after the budget's callback: it sees the same step boundary
     if checkpoint:
         trainer.add_callback(CheckpointCallback(cell_arm(cfg).mu, checkpoint_steps, checkpoint_minutes, out / CHECKPOINT_REQUEST, spent_seconds=spent))
     resumes = out / "trl" / "resumes.json"

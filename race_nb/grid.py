@@ -16,11 +16,11 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
-           'STATUSES', 'TEMPLATE', 'STOPPING', 'LOW_SIGNAL', 'METRIC_COLUMNS', 'GridError', 'arm_name', 'arm_spec',
-           'parse_minutes', 'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id',
-           'measured_rate', 'plan_grid', 'check_schedule', 'format_plan', 'read_status', 'set_status', 'valid_metrics',
-           'shown_status', 'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads', 'visible_gpus',
-           'gpu_slots', 'CellJob', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
+           'ID_NEUTRAL', 'STATUSES', 'TEMPLATE', 'STOPPING', 'LOW_SIGNAL', 'METRIC_COLUMNS', 'GridError', 'arm_name',
+           'arm_spec', 'parse_minutes', 'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid',
+           'cell_id', 'measured_rate', 'plan_grid', 'check_schedule', 'format_plan', 'read_status', 'set_status',
+           'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads',
+           'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps")
@@ -277,8 +277,11 @@ def load_grid(path) -> dict:
     return g
 
 # %% ../nbs/07_grid.ipynb #38c7edbf
+ID_NEUTRAL = dict(milestones=8, milestone_prompts=256) # parameters added after grids had run: at these defaults they leave a cell's id as it was
+
 def cell_id(params: dict) -> str:
-    "Stable id of a cell: a hash of its resolved parameters."
+    "Stable id of a cell: a hash of its resolved parameters (those of `ID_NEUTRAL` left out at their defaults, so older runs keep their ids)."
+    params = {k: v for k, v in params.items() if not (k in ID_NEUTRAL and v == ID_NEUTRAL[k])}
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/07_grid.ipynb #28739436

@@ -394,14 +394,14 @@ def detectable_difference(calls: pd.DataFrame, # `diagnose` rows (se, df, n_prom
     return c[["model", "reward", "target", "n_prompts", "n_seeds", "se", "df"]].assign(min_detectable=mdd)
 
 def _projected_se(r, prompts: int, seeds: int) -> tuple[float, float]:
-    "(se, df) of a design with `prompts` x `seeds` from one measured row's variance components (seed, prompt, residual)."
+    "(se, df) of a design with `prompts` x `seeds` from one measured row's variance components (seed, prompt, residual); df = seeds - 1, as the interval has."
     S, P = r.n_seeds, r.n_prompts
     if seeds < 2 or S < 2 or P < 2 or not np.isfinite(r.ms_resid): return float("nan"), float("nan")
     e = r.ms_resid  # sigma_e^2: seed x prompt noise
     a = max(0.0, r.v_seed * S - e / P)  # sigma_seed^2: the seed-to-seed spread of the contrast, which more prompts do not shrink
     b = max(0.0, r.v_prompt * P - e / S)  # sigma_prompt^2
     v1, v2 = (a + e / prompts) / seeds, (b + e / seeds) / prompts
-    return math.sqrt(v1 + v2), (v1 + v2) ** 2 / (v1 ** 2 / (seeds - 1) + v2 ** 2 / (prompts - 1))
+    return math.sqrt(v1 + v2), float(seeds - 1)  # the interval's own degrees of freedom (paired_interval)
 
 def power_table(calls: pd.DataFrame, # `diagnose` rows of a measured design (2+ seeds, per-prompt values)
                 designs=((100, 2), (1000, 2), (1000, 3), (1000, 5), (4000, 3)), # (prompts, seeds) to project to
