@@ -12,11 +12,12 @@ from .core import check_positive, write_atomic
 from .config import Arm
 
 # %% auto #0
-__all__ = ['DEFAULT_ARMS', 'PILOT_SEEDS', 'arms_around', 'grpo_fields', 'pilot_grid', 'PilotResult', 'run_targets', 'pilot_calls',
-           'run_pilot']
+__all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'arms_around', 'grpo_fields', 'pilot_grid', 'PilotResult',
+           'run_targets', 'pilot_calls', 'run_pilot']
 
 # %% ../nbs/08a_pilot.ipynb #0f85a2a3
 DEFAULT_ARMS = ("n16-m4", "n8-m8", "n4-m4-mu4") # low to high update share, when no GRPOConfig is given
+MIN_PILOT_STEPS = 4 # optimizer steps a pilot cell must buy: fewer, and its contrast measures the first updates, not a regime
 PILOT_SEEDS = (1001, 1002, 1003) # the pilot's own seeds: three, because the call's interval has the training seed as its unit (two give t on 1 df)
 
 def arms_around(config) -> list[str]:
@@ -84,6 +85,11 @@ class PilotResult:
         head = (f"pilot {self.runs.name}: {done} of {len(self.cells)} cells done, {self.cost:.3e} FLOPs = {self.share:.1%} of the full "
                 f"budget {self.budget:.3g} (one full run); with its evaluation {self.cost + self.eval_cost:.3e} = "
                 f"{(self.cost + self.eval_cost) / self.budget:.1%}")
+        if self.share > 1:
+            asked = float(self.cells.budget.sum())
+            head += (f"\n  over 100% because the pilot runs {len(self.cells)} cells of {self.cells.budget.iloc[0] / self.budget:.3g} x the budget "
+                     f"({asked / self.budget:.0%} of one full run) and each stops at the first step past its budget "
+                     f"(overshoot {(self.cost - asked) / self.budget:+.0%}): a pilot that costs more than the run it is for saves nothing")
         t = self.calls.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" if pd.notna(lo) else "-" for lo, hi in zip(self.calls.contrast_lo, self.calls.contrast_hi)])
         table = t[["target", "call", "contrast", "interval", "paired", "n_seeds", "low_arms", "high_arms", "recommended_arm"]].to_string(
             index=False, float_format=lambda x: f"{x:+.3f}")
@@ -115,8 +121,12 @@ def pilot_calls(runs_dir, # a pilot's runs folder (one configuration)
         raise ValueError(f"{runs_dir}: {len(done)} done cell(s) over {done.arm.nunique()} arm(s); a call needs two arms "
                          f"(race grid status {runs_dir} says what failed)")
     pp, rows = per_prompt_results(runs_dir), []
+    short = done[done.steps < MIN_PILOT_STEPS]
     for t in run_targets(cells, runs_dir):
         c = update_call(done[done[t].notna()], t, pp, th or Thresholds())
+        if len(short):  # a cell that bought too few steps cannot carry a call, whatever its interval says
+            c.update(call="abstain", reason=f"{len(short)} pilot cell(s) ran fewer than {MIN_PILOT_STEPS} optimizer steps "
+                     f"({', '.join(f'{a} {s:g}' for a, s in short.groupby('arm').steps.min().items())}): raise the budget or the fraction")
         rows.append(dict(target=t, **c, recommended_arm=c["call_arm"]))
     return PilotResult(pd.DataFrame(rows), cells, float(budget), Path(runs_dir))
 
@@ -133,16 +143,28 @@ def run_pilot(template, # the user's notebook
               flop_check: bool = False, # train every cell under FlopCounterMode too (its count lands in metrics.json)
               name: str | None = None,
              ) -> PilotResult:
-    "Build the pilot grid around the user's run, run it (resumable: a rerun skips finished cells), and make the call per target."
-    from race_nb.grid import run_grid
+    "Build the pilot grid around the user's run, run its first cell alone and refuse a pilot whose cells buy too few steps, then run the rest (resumable: a rerun skips finished cells) and make the call per target."
+    from race_nb.grid import aggregate, run_grid
     g = pilot_grid(template, budget, arms, config, fraction, seeds, params, name)
     path = Path(runs_root) / f"{g['name']}.yaml"
+    probe = dict(g, axes=dict(g["axes"], arm=g["axes"]["arm"][:1]), seeds=g["seeds"][:1])  # the most search-heavy arm: the fewest steps
+    write_atomic(path, yaml.safe_dump(probe, sort_keys=False))
+    first = aggregate(_run_with_flop_check(path, runs_root, workers, executor, flop_check, run_grid))
+    steps = first[first.status == "done"].steps
+    if len(steps) and float(steps.min()) < MIN_PILOT_STEPS:
+        s = float(steps.min())
+        raise ValueError(f"a pilot cell of {g['axes']['arm'][0]} at {fraction:g} x {budget:.3g} FLOPs took {s:g} optimizer step(s); a call needs "
+                         f"{MIN_PILOT_STEPS}+. Raise --fraction to about {fraction * MIN_PILOT_STEPS / max(s, 1):.2g} (or --budget to about "
+                         f"{budget * MIN_PILOT_STEPS / max(s, 1):.3g}); that cell's run is in {Path(runs_root) / g['name']}")
     write_atomic(path, yaml.safe_dump(g, sort_keys=False))
+    return pilot_calls(_run_with_flop_check(path, runs_root, workers, executor, flop_check, run_grid), budget)
+
+def _run_with_flop_check(path, runs_root, workers, executor, flop_check: bool, run_grid) -> Path:
+    "run_grid, with RACE_FLOP_CHECK=1 for the cells' kernels while it runs when `flop_check` (the caller's environment restored)."
     old = os.environ.get("RACE_FLOP_CHECK")
     if flop_check: os.environ["RACE_FLOP_CHECK"] = "1"  # the cells' kernels inherit it
-    try: root = run_grid(path, runs_root, workers, executor)
+    try: return run_grid(path, runs_root, workers, executor)
     finally:
         if flop_check:
             if old is None: os.environ.pop("RACE_FLOP_CHECK", None)
             else: os.environ["RACE_FLOP_CHECK"] = old
-    return pilot_calls(root, budget)

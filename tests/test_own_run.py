@@ -103,3 +103,15 @@ def test_user_notebook_cells_checkpoint_and_resume_after_kill9(tmp_path):
     for k in ("digit_share", "counts", "steps", "flops_total", "flops_search", "flops_learning", "rho"): assert m[k] == mr[k], (k, m[k], mr[k])
     pd.testing.assert_frame_equal(pd.read_parquet(cell / "ledger.parquet")[LEDGER_COLS], pd.read_parquet(rcell / "ledger.parquet")[LEDGER_COLS])
     assert not list((cell / "trl").glob("checkpoint-*"))
+
+
+def test_a_pilot_that_buys_too_few_steps_is_refused_after_one_cell(tmp_path):
+    "Issue 37: `race pilot my_run.ipynb --budget 2e9` bought one optimizer step per cell and still recommended; now the first cell "
+    "measures what a pilot cell buys and the pilot stops there, saying which fraction or budget would reach the minimum."
+    res = subprocess.run([RACE, "pilot", str(OWN), "--budget", "2e9", "--fraction", "0.1", "--set", "completion_tokens=8",
+                          "--runs", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    err = res.stderr.strip().splitlines()[-1]
+    assert "optimizer step(s); a call needs 4+" in err and "Raise --fraction to about" in err, err
+    assert len(aggregate(tmp_path / "pilot-own_run")) == 1  # one probe cell ran, nothing more
+    print(err)
