@@ -1,0 +1,90 @@
+"""The tables of results/race-forecast/README.md: RACE's forecasting rules and the baselines, per population, from the runs
+(or the committed parquet copies). Nothing typed in.
+
+    python results/forecast_tables.py dev [--runs RUNS_ROOT] [--write]
+
+dev: the development pilot (grids/race-forecast-dev-pilot.yaml: population 2's configurations, two arms at a quarter of
+the budget, 8 milestones, seeds 30-32) against population 2's committed full side (results/race-regimes2/full_*.parquet).
+
+The candidate rules and the selection rule were written here before the development runs finished, and the rule chosen
+by it is frozen in race_nb.forecast.FROZEN (pinned by a test) before any held-out cell runs:
+- candidates: fixed-fraction at 1/4 and 1/8 of the budget (the paper's pilot; 1/8 is the first half of the same cells'
+  curves), the log-FLOPs trend at 1/4 and 1/8, the saturating curve at 1/4; the first milestone skipped (skip=1);
+- selection: the lowest mean regret of the recommended arm on pass@1 among the rules whose decisive calls are right at
+  least 80% of the time with at least 2 decisive calls; if none qualifies, the lowest mean regret; ties to the cheaper pilot.
+"""
+import argparse, sys
+from pathlib import Path
+
+import pandas as pd
+
+from race_nb.forecast import curve_values, forecast_summary, forecast_validation, grid_milestones
+from race_nb.grid import aggregate, per_prompt_results
+
+HERE = Path(__file__).resolve().parent
+FULL_BUDGET = 1.2e12
+CANDIDATES = {"fixed (1/4)": dict(method="fixed", cutoff=1.0), "fixed (1/8)": dict(method="fixed", cutoff=0.5),
+              "trend (1/4)": dict(method="trend", cutoff=1.0, skip=1), "trend (1/8)": dict(method="trend", cutoff=0.5, skip=1),
+              "saturating (1/4)": dict(method="saturating", cutoff=1.0, skip=1)}
+POPULATIONS = {"dev": ("race-forecast-dev-pilot", HERE / "race-regimes2")}
+
+
+def select(summary: pd.DataFrame) -> str:
+    "The selection rule above."
+    rules = summary[summary.kind == "rule"]
+    ok = rules[(rules.accuracy >= 0.8) & (rules.decisive >= 2)]
+    pool = ok if len(ok) else rules
+    return pool.sort_values(["regret", "pilot_share"]).method.iloc[0]
+
+
+def load(pop: str, runs_root: Path | None, write: bool):
+    name, full_dir = POPULATIONS[pop]
+    out = HERE / "race-forecast"
+    pdir = runs_root / name if runs_root else None
+    if pdir is not None and pdir.is_dir():
+        pilot, pp, ms = aggregate(pdir), per_prompt_results(pdir), grid_milestones(pdir)
+        if write:
+            out.mkdir(exist_ok=True)
+            for n, df in ((f"{pop}_pilot_results", pilot), (f"{pop}_pilot_per_prompt", pp), (f"{pop}_pilot_milestones", ms)):
+                df.to_parquet(out / f"{n}.parquet", index=False)
+    else:
+        pilot, pp, ms = (pd.read_parquet(out / f"{pop}_pilot_{n}.parquet") for n in ("results", "per_prompt", "milestones"))
+    full, fpp = pd.read_parquet(full_dir / "full_results.parquet"), pd.read_parquet(full_dir / "full_per_prompt.parquet")
+    return pilot, pp, ms, full, fpp
+
+
+def fmt(v, lo=None, hi=None):
+    if pd.isna(v): return "-"
+    return f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}]" if lo is not None and pd.notna(lo) else f"{v:.3f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("populations", nargs="+", choices=list(POPULATIONS))
+    ap.add_argument("--runs", default=None)
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args()
+    for pop in a.populations:
+        pilot, pp, ms, full, fpp = load(pop, Path(a.runs) if a.runs else None, a.write)
+        curves = curve_values(pilot, ms, pp, "pass1_id")
+        vt = forecast_validation(pilot, curves, full, fpp, FULL_BUDGET, CANDIDATES)
+        s = forecast_summary(vt)
+        print(f"# {pop}: {pilot.cell.nunique()} pilot cells, {len(vt.config.unique())} configurations; full-budget truths: "
+              + ", ".join(f"{n} {c}" for c, n in vt.drop_duplicates("config").full_call.replace({"abstain": "no regime"}).value_counts().items()) + "\n")
+        rows = [dict(method=r.method, regret=fmt(r.regret, r.regret_lo, r.regret_hi),
+                     decisive=f"{int(r.decisive)}" if pd.notna(r.get("decisive")) else "-",
+                     accuracy=fmt(r.accuracy, r.accuracy_lo, r.accuracy_hi) if "accuracy" in r and pd.notna(r.accuracy) else "-",
+                     coverage=fmt(r.coverage) if "coverage" in r and pd.notna(r.coverage) else "-",
+                     kappa=fmt(r.kappa, r.kappa_lo, r.kappa_hi) if "kappa" in r and pd.notna(r.kappa) else "-",
+                     pilot_share=f"{r.pilot_share:.1%}") for r in s.itertuples()]
+        t = pd.DataFrame(rows)
+        print("| " + " | ".join(t.columns) + " |\n|" + "---|" * len(t.columns))
+        for r in t.itertuples(index=False): print("| " + " | ".join(map(str, r)) + " |")
+        print(f"\nselected by the rule: {select(s)}\n")
+        cols = ["config", "full_call", "full_contrast", "method", "call", "forecast", "forecast_lo", "forecast_hi", "recommended_arm", "regret"]
+        per = vt[vt.kind == "rule"][cols]
+        print(per.to_string(index=False, float_format=lambda x: f"{x:+.3f}"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
