@@ -4,6 +4,7 @@
 
 # %% ../nbs/06a_contract.ipynb #63c80248
 from __future__ import annotations
+import numbers
 import ast, json, math, os, time
 from pathlib import Path
 from .core import atomic_path, check_positive, write_atomic
@@ -61,13 +62,14 @@ def _targets(targets: dict) -> tuple[dict, dict]:
     means, per = {}, {}
     for k, v in targets.items():
         if not isinstance(k, str) or not k: raise ValueError(f"target names are strings, got {k!r}")
-        vals = [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else list(v) if hasattr(v, "__iter__") and not isinstance(v, (str, dict)) else None
+        scalar = (isinstance(v, numbers.Real) or getattr(v, "ndim", None) == 0) and not isinstance(v, bool)  # numpy and torch scalars too
+        vals = [v] if scalar else list(v) if hasattr(v, "__iter__") and not isinstance(v, (str, dict)) else None
         if not vals: raise ValueError(f"target {k!r}: a number or a non-empty list of numbers, got {v!r}")
         try: vals = [float(x) for x in vals]
         except (TypeError, ValueError): raise ValueError(f"target {k!r}: values must be numbers, got {v!r}"[:300]) from None
         if not all(math.isfinite(x) for x in vals): raise ValueError(f"target {k!r} has a NaN or infinite value")
         means[k] = sum(vals) / len(vals)
-        if not isinstance(v, (int, float)): per[k] = vals
+        if not scalar: per[k] = vals
     return means, per
 
 def _arm_of(trainer) -> dict:

@@ -14,7 +14,7 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %% auto #0
 __all__ = ['TRAINED', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive', 'check_choice',
-           'atomic_path', 'write_atomic', 'trained_record', 'last_checkpoint', 'run_notebook']
+           'atomic_path', 'write_atomic', 'environ', 'trained_record', 'last_checkpoint', 'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -72,6 +72,21 @@ def write_atomic(path, text: str) -> Path:
     "Write text atomically."
     with atomic_path(path) as tmp: tmp.write_text(text)
     return Path(path)
+
+# %% ../nbs/00_core.ipynb #c4192360
+@contextlib.contextmanager
+def environ(**values):
+    "Set environment variables for the block (None: unset; other values as text), then give the caller's environment back exactly."
+    old = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = str(v)
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
 
 # %% ../nbs/00_core.ipynb #ddcfe8d7
 TRAINED = "trained.json" # written last by a cell's training stage: the adapter and ledger beside it are complete

@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
 from tqdm import tqdm
-from .core import atomic_path, check_positive, last_checkpoint, project_root, trained_record, write_atomic
+from .core import atomic_path, check_positive, environ, last_checkpoint, project_root, trained_record, write_atomic
 from .config import ARMS, MODELS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def _check_budgets_seeds(g: dict, fail) -> None:
 # %% ../nbs/07_grid.ipynb #14d331fe
 RESOURCE_KEYS = {
     "gpus": "GPUs per cell", "cpus": "CPUs per cell", "mem": "memory per cell (e.g. 64G)",
-    "time": "time limit per allocation (minutes or [D-]HH:MM[:SS])", "partition": "Slurm partition", "account": "Slurm account",
+    "time": "time limit per allocation (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, as Slurm reads them)", "partition": "Slurm partition", "account": "Slurm account",
     "qos": "Slurm QOS", "max_concurrent": "most cells running at once", "max_requeues": "time-limit requeues allowed per cell",
     "signal_delay": "seconds of warning before the time limit", "sbatch": "other sbatch flags (a mapping)", "by": "overrides per axis value"}
 CHECKPOINT_KEYS = ("steps", "minutes")
@@ -131,21 +131,20 @@ DEFAULT_RESOURCES = dict(time=120, max_requeues=3, signal_delay=90)
 DEFAULT_CHECKPOINT = dict(steps=None, minutes=30)
 
 def parse_minutes(value) -> float:
-    "A Slurm time limit in minutes: a number of minutes, or \"[D-]HH:MM[:SS]\" / \"MM:SS\"-free forms Slurm accepts (\"90\", \"1:30:00\", \"2-00:00:00\")."
+    "A Slurm time limit in minutes, read as Slurm reads it: a number of minutes, or MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."
     if isinstance(value, bool): raise ValueError(f"time: {value!r} is not a time limit")
     if isinstance(value, (int, float)): return check_positive("time", float(value))
-    s = str(value).strip()
-    days, _, rest = s.rpartition("-") if "-" in s else ("0", "", s)
-    parts = rest.split(":")
-    try:
-        nums = [float(p) for p in parts]
-        d = float(days)
-    except ValueError: raise ValueError(f"time: {value!r} is not minutes or [D-]HH:MM[:SS]") from None
-    if len(nums) == 1: m = nums[0] if d == 0 else nums[0] * 60  # "90" is minutes; "1-12" is a day and 12 hours
-    elif len(nums) == 2: m = nums[0] * 60 + nums[1]             # HH:MM (with or without a day)
-    elif len(nums) == 3: m = nums[0] * 60 + nums[1] + nums[2] / 60
-    else: raise ValueError(f"time: {value!r} is not minutes or [D-]HH:MM[:SS]")
-    return check_positive("time", m + d * 1440)
+    s, forms = str(value).strip(), "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+    days, dash, rest = s.partition("-")
+    if not dash: days, rest = "0", s
+    try: d, nums = float(days), [float(p) for p in rest.split(":")]
+    except ValueError: raise ValueError(f"time: {value!r} is not {forms}") from None
+    if len(nums) > 3 or d < 0 or any(n < 0 for n in nums): raise ValueError(f"time: {value!r} is not {forms}")
+    if dash:  # after a day count the first field is hours: D-HH, D-HH:MM, D-HH:MM:SS
+        h, m, sec = (nums + [0.0, 0.0])[:3]
+    else:  # MM, MM:SS, HH:MM:SS (Slurm reads "4:00" as four minutes)
+        h, m, sec = {1: (0.0, nums[0], 0.0), 2: (0.0, nums[0], nums[1]), 3: tuple(nums)}[len(nums)]
+    return check_positive("time", d * 1440 + h * 60 + m + sec / 60)
 
 # %% ../nbs/07_grid.ipynb #7009be65
 def _check_resource_values(d: dict, where: str, fail) -> None:
@@ -525,9 +524,8 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
                 ) -> str:
     "Run one cell unless it is done (or failed and not retried); return its final status. A failure is recorded, never raised; an interrupted cell resumes on its next run."
     cell_dir = Path(cell_dir).resolve()  # the kernel runs inside the cell folder: relative paths would nest
-    if threads:  # the kernel inherits these: several cells on few cores must not oversubscribe them
-        for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"): os.environ[v] = str(threads)
-    with cell_lock(cell_dir) as got:
+    # the kernel inherits the thread counts (several cells on few cores must not oversubscribe them); the caller's come back after
+    with environ(**({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} if threads else {})), cell_lock(cell_dir) as got:
         if not got: return "running"
         if (st := _settled(cell_dir, retry_failed)) is not None: return st
         write_atomic(cell_dir / "params.yaml", yaml.safe_dump(params, sort_keys=False))
@@ -596,8 +594,8 @@ def _run_local(todo: list, workers: int | None, retry_failed: bool, warm: bool =
     try:
         with warm_kernels(threads=threads, enabled=warm):  # the workers inherit its socket
             if workers <= 1:
-                if slots: os.environ["CUDA_VISIBLE_DEVICES"] = slots[0]
-                for d, p in todo: done(d.name, run_one_cell(d, p, retry_failed, threads=threads, checkpoint=checkpoint))
+                with environ(**({"CUDA_VISIBLE_DEVICES": slots[0]} if slots else {})):  # the caller's devices come back after
+                    for d, p in todo: done(d.name, run_one_cell(d, p, retry_failed, threads=threads, checkpoint=checkpoint))
                 return out
             q = multiprocessing.get_context("fork").SimpleQueue()
             for s in slots: q.put(s)
@@ -723,18 +721,12 @@ def run_grid(grid_path, # grid YAML
     log.info("grid %s: %d cells, %d to run", g["name"], len(g["cells"]), len(todo))
     print(f"grid {g['name']}: {len(g['cells'])} cells, {len(g['cells']) - len(todo)} already finished, {len(todo)} to run -> {root}")
     if todo:
-        old = {k: os.environ.get(k) for k in (NO_SIGNAL_ENV, NO_SIGNAL_STEPS_ENV)}
-        os.environ[NO_SIGNAL_ENV] = g.get("on_no_signal", ON_NO_SIGNAL[0])  # the cells' trainers read them (workers, kernels, Slurm jobs inherit them)
-        os.environ[NO_SIGNAL_STEPS_ENV] = str(g.get("no_signal_steps", NO_SIGNAL_STEPS))
-        try:
+        # the cells' trainers read these (workers, kernels and Slurm jobs inherit them); the caller's come back after
+        with environ(**{NO_SIGNAL_ENV: g.get("on_no_signal", ON_NO_SIGNAL[0]), NO_SIGNAL_STEPS_ENV: g.get("no_signal_steps", NO_SIGNAL_STEPS)}):
             if executor == "local":
                 per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
                 _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
             else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, g)
-        finally:
-            for k, v in old.items():
-                if v is None: os.environ.pop(k, None)
-                else: os.environ[k] = v
     return root
 
 # %% ../nbs/07_grid.ipynb #bb057ab3

@@ -161,10 +161,5 @@ def run_pilot(template, # the user's notebook
 
 def _run_with_flop_check(path, runs_root, workers, executor, flop_check: bool, run_grid) -> Path:
     "run_grid, with RACE_FLOP_CHECK=1 for the cells' kernels while it runs when `flop_check` (the caller's environment restored)."
-    old = os.environ.get("RACE_FLOP_CHECK")
-    if flop_check: os.environ["RACE_FLOP_CHECK"] = "1"  # the cells' kernels inherit it
-    try: return run_grid(path, runs_root, workers, executor)
-    finally:
-        if flop_check:
-            if old is None: os.environ.pop("RACE_FLOP_CHECK", None)
-            else: os.environ["RACE_FLOP_CHECK"] = old
+    from race_nb.core import environ
+    with environ(**({"RACE_FLOP_CHECK": "1"} if flop_check else {})): return run_grid(path, runs_root, workers, executor)

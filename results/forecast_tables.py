@@ -72,10 +72,10 @@ def main():
         print(f"# {pop}: {pilot.cell.nunique()} pilot cells, {len(vt.config.unique())} configurations; full-budget truths: "
               + ", ".join(f"{n} {c}" for c, n in vt.drop_duplicates("config").full_call.replace({"abstain": "no regime"}).value_counts().items()) + "\n")
         rows = [dict(method=r.method, regret=fmt(r.regret, r.regret_lo, r.regret_hi),
-                     decisive=f"{int(r.decisive)}" if pd.notna(r.get("decisive")) else "-",
-                     accuracy=fmt(r.accuracy, r.accuracy_lo, r.accuracy_hi) if "accuracy" in r and pd.notna(r.accuracy) else "-",
-                     coverage=fmt(r.coverage) if "coverage" in r and pd.notna(r.coverage) else "-",
-                     kappa=fmt(r.kappa, r.kappa_lo, r.kappa_hi) if "kappa" in r and pd.notna(r.kappa) else "-",
+                     decisive=f"{int(r.decisive)}" if pd.notna(r.decisive) else "-",
+                     accuracy=fmt(r.accuracy, r.accuracy_lo, r.accuracy_hi) if pd.notna(r.accuracy) else "-",
+                     coverage=fmt(r.coverage) if pd.notna(r.coverage) else "-",
+                     kappa=fmt(r.kappa, r.kappa_lo, r.kappa_hi) if pd.notna(r.kappa) else "-",
                      pilot_share=f"{r.pilot_share:.1%}") for r in s.itertuples()]
         t = pd.DataFrame(rows)
         print("| " + " | ".join(t.columns) + " |\n|" + "---|" * len(t.columns))
