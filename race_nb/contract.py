@@ -113,7 +113,7 @@ def finish_run(trainer, # the LedgerGRPOTrainer that trained, under its budget
     t, u = led.totals(), led.totals(useful=True)
     metrics = dict(**means, targets=list(means), **_arm_of(trainer), resumed_from=getattr(trainer, "resumed_from", []), rho=led.rho, flops_total=led.total, budget=led.budget,
                    overshoot=led.overshoot, steps=trainer.state.global_step, **{f"flops_{c}": t[c] for c in t},
-                   **{f"useful_flops_{c}": u[c] for c in t}, **trainer.signal_watch.summary(), versions=versions(), **extra)
+                   **{f"useful_flops_{c}": u[c] for c in t}, **(trainer.signal_watch.summary() if hasattr(trainer, "signal_watch") else {}), versions=versions(), **extra)
     if getattr(trainer, "flop_counts", None):  # trained under FlopCounterMode (RACE_FLOP_CHECK=1)
         metrics.update({f"flopcounter_{c}": v for c, v in trainer.flop_counts.items()}, flopcounter_total=sum(trainer.flop_counts.values()))
     led.save(out / "ledger.parquet")
