@@ -143,7 +143,7 @@ def parse_minutes(value) -> float:
     if dash:  # after a day count the first field is hours: D-HH, D-HH:MM, D-HH:MM:SS
         h, m, sec = (nums + [0.0, 0.0])[:3]
     else:  # MM, MM:SS, HH:MM:SS (Slurm reads "4:00" as four minutes)
-        h, m, sec = {1: (0.0, nums[0], 0.0), 2: (0.0, nums[0], nums[1]), 3: tuple(nums)}[len(nums)]
+        h, m, sec = (0.0, nums[0], 0.0) if len(nums) == 1 else (0.0, nums[0], nums[1]) if len(nums) == 2 else tuple(nums)
     return check_positive("time", d * 1440 + h * 60 + m + sec / 60)
 
 # %% ../nbs/07_grid.ipynb #7009be65
