@@ -12,8 +12,9 @@ from .config import DEFAULT_ARM
 from .race import Thresholds, config_keys, contrast_components, diagnose, group_keys, paired_interval, rho_prime, select_config
 
 # %% auto #0
-__all__ = ['FORECASTS', 'grid_milestones', 'curve_values', 'curve_array', 'synthetic_curves', 'saturating', 'forecast_contrast',
-           'forecast_call', 'successive_halving', 'forecast_validation', 'forecast_summary']
+__all__ = ['FORECASTS', 'FROZEN', 'grid_milestones', 'curve_values', 'curve_array', 'synthetic_curves', 'saturating',
+           'forecast_contrast', 'forecast_call', 'successive_halving', 'forecast_validation', 'forecast_summary',
+           'frozen_rule']
 
 # %% ../nbs/08b_forecast.ipynb #975caaf0
 def grid_milestones(runs_dir) -> pd.DataFrame:
@@ -269,3 +270,15 @@ def forecast_summary(tab: pd.DataFrame, # `forecast_validation`
         row["pilot_share"] = float(t.pilot_flops.sum() / t.full_flops.sum())
         rows.append(row)
     return pd.DataFrame(rows)
+
+# %% ../nbs/08b_forecast.ipynb #eb45db16
+FROZEN = dict(name="fixed (1/8)", method="fixed", cutoff=0.5, skip=1, # the rule: a pilot's contrast at 1/8 of the full budget (the first half of 1/4-budget cells' curves)
+              pilot_fraction=0.25, milestones=8, seeds=3, alpha=0.05, # its pilot: two arms at a quarter of the budget, 8 milestones, 3 seeds of its own
+              abstain_arm=DEFAULT_ARM, # what a user runs when the rule abstains
+              chosen_on="results/race-forecast (dev: population 2's configurations, seeds 30-32)",
+              selection="lowest mean pass@1 regret among rules right on >= 80% of >= 2 decisive calls; none qualified, so the lowest "
+                        "regret overall (fixed 1/8 and saturating 1/4 tied at +0.024), ties to the cheaper pilot")
+
+def frozen_rule() -> dict:
+    "`forecast_call`'s settings of the frozen rule (FROZEN, chosen on development runs before any held-out cell ran)."
+    return {k: FROZEN[k] for k in ("method", "cutoff", "skip")}
