@@ -26,7 +26,8 @@ FULL_BUDGET = 1.2e12
 CANDIDATES = {"fixed (1/4)": dict(method="fixed", cutoff=1.0), "fixed (1/8)": dict(method="fixed", cutoff=0.5),
               "trend (1/4)": dict(method="trend", cutoff=1.0, skip=1), "trend (1/8)": dict(method="trend", cutoff=0.5, skip=1),
               "saturating (1/4)": dict(method="saturating", cutoff=1.0, skip=1)}
-POPULATIONS = {"dev": ("race-forecast-dev-pilot", HERE / "race-regimes2")}
+POPULATIONS = {"dev": ("race-forecast-dev-pilot", HERE / "race-regimes2"),  # pilot grid, folder of the full side's parquet copies
+               "heldout": ("race-forecast-heldout-pilot", HERE / "race-forecast" / "heldout")}  # pre-registered; not run yet
 
 
 def select(summary: pd.DataFrame) -> str:
@@ -49,7 +50,14 @@ def load(pop: str, runs_root: Path | None, write: bool):
                 df.to_parquet(out / f"{n}.parquet", index=False)
     else:
         pilot, pp, ms = (pd.read_parquet(out / f"{pop}_pilot_{n}.parquet") for n in ("results", "per_prompt", "milestones"))
-    full, fpp = pd.read_parquet(full_dir / "full_results.parquet"), pd.read_parquet(full_dir / "full_per_prompt.parquet")
+    fdir = runs_root / name.replace("-pilot", "-full") if runs_root else None
+    if fdir is not None and fdir.is_dir():  # a population whose full side ran here (the held-out one); --write keeps its copies
+        full, fpp = aggregate(fdir), per_prompt_results(fdir)
+        if write:
+            full_dir.mkdir(parents=True, exist_ok=True)
+            full.to_parquet(full_dir / "full_results.parquet", index=False); fpp.to_parquet(full_dir / "full_per_prompt.parquet", index=False)
+    else:
+        full, fpp = pd.read_parquet(full_dir / "full_results.parquet"), pd.read_parquet(full_dir / "full_per_prompt.parquet")
     return pilot, pp, ms, full, fpp
 
 
