@@ -358,7 +358,9 @@ def _check_pair(check: str, c: dict, lora, ids, new_tokens: int, logits_to_keep:
         return ModelFlops.from_config(c).generate(batch, seq_len, new_tokens), got
     adapter, gc = check in ("train_lora", "train_lora_gc"), check == "train_lora_gc"
     if gc:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kw = {"use_reentrant": False}  # transformers 5.x renamed it; the old name warns and goes in v6
+        if hasattr(model, "activation_checkpointing_enable"): model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
+        else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
         model.enable_input_require_grads()
     if adapter:
         model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=2 * lora.r, lora_dropout=0.0, target_modules=list(lora.target_modules)))
