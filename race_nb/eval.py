@@ -207,7 +207,7 @@ def _load_trained(cfg: CellConfig, out: Path, rec: dict) -> TrainedCell:
     model, tok = load_cell_policy(cfg)
     model = PeftModel.from_pretrained(model, out / "adapter").eval()
     saved = FlopsLedger.load(out / "ledger.parquet")
-    ledger = FlopsLedger(budget=saved.budget, events=[e for e in saved.events if e["component"] != "eval"])
+    ledger = FlopsLedger(budget=saved.budget, events=[e for e in saved.events if e["component"] != "eval" or str(e["phase"]).startswith("milestone")])  # milestones were training's
     return TrainedCell(model, tok, ledger, rec["steps"], rec["train_seconds"], json.loads((out / "log_history.json").read_text()),
                        rec.get("resumed_from", []), rec.get("signal", {}))
 

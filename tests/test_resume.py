@@ -128,7 +128,7 @@ def test_local_workers_are_pinned_one_gpu_each(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("extra,msg", [
     ("resources: {gpu: 1}\n", r"resources.gpu: unknown resource; valid: gpus"),
-    ("resources: {time: soon}\n", "not minutes or"),
+    ("resources: {time: soon}\n", "is not minutes, MM:SS"),
     ("resources: {by: {model: {tiny-xl: {gpus: 2}}}}\n", "not one of the grid's model values"),
     ("resources: {by: {lr: {1: {gpus: 2}}}}\n", "not a parameter of this grid"),
     ("checkpoint: {every: 3}\n", "checkpoint.every: unknown key"),
