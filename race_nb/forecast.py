@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .config import DEFAULT_ARM
-from .race import Thresholds, config_keys, contrast_components, diagnose, group_keys, paired_interval, rho_prime, select_config
+from .race import Thresholds, config_keys, diagnose, group_keys, paired_interval, select_config, update_sides
 
 # %% auto #0
 __all__ = ['FORECASTS', 'FROZEN', 'grid_milestones', 'curve_values', 'curve_array', 'synthetic_curves', 'saturating',
@@ -56,10 +56,9 @@ def curve_array(curves: pd.DataFrame, # one configuration's `curve_values` rows
     return arms, seeds, np.asarray(points, float), Y
 
 def _sides(cells: pd.DataFrame, arms: list) -> tuple[list[int], list[int]]:
-    "Indices of the low- and high-update halves of `arms`, ordered by mean rho' (as `update_call`)."
-    rp = cells.assign(rp=rho_prime(cells)).groupby("arm").rp.mean().reindex(arms).sort_values()
-    k = len(rp) // 2
-    return [arms.index(a) for a in rp.index[:k]], [arms.index(a) for a in rp.index[len(rp) - k:]]
+    "Indices in `arms` of the update call's low- and high-update halves (`race.update_sides`)."
+    _, low, high = update_sides(cells[cells.arm.isin(arms)])
+    return [arms.index(a) for a in low], [arms.index(a) for a in high]
 
 # %% ../nbs/08b_forecast.ipynb #953e4d4e
 def synthetic_curves(contrast, # function of log10(FLOPs) -> true high-minus-low contrast of pass@1
@@ -170,7 +169,7 @@ def successive_halving(curves: pd.DataFrame, # one configuration's `curve_values
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     arms, _, points, Y = curve_array(curves, cutoff)
-    order = cells.assign(rp=rho_prime(cells)).groupby("arm").rp.mean().reindex(arms).sort_values().index
+    order = update_sides(cells[cells.arm.isin(arms)])[0].index
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         study = optuna.create_study(direction="maximize", pruner=optuna.pruners.SuccessiveHalvingPruner(

@@ -16,10 +16,11 @@ from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, Cel
 __all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'CALLS', 'PAPER', 'pilot_grid', 'fit_curve',
            'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'synthetic_results', 'Thresholds',
            'rho_prime', 'arm_values', 'contrast_components', 'paired_interval', 'null_arms', 'calibration_table',
-           'update_call', 'config_keys', 'select_config', 'group_keys', 'diagnose', 'detectable_difference',
-           'power_table', 'cohen_kappa', 'kappa_note', 'call_validation', 'validate', 'validation_summary',
-           'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies',
-           'disagreement_pattern', 'size_bought', 'size_coupling', 'require_done', 'diagnose_runs', 'format_regimes']
+           'update_sides', 'update_call', 'config_keys', 'select_config', 'group_keys', 'diagnose',
+           'detectable_difference', 'power_table', 'cohen_kappa', 'kappa_note', 'call_validation', 'validate',
+           'validation_summary', 'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test',
+           'argmax_frequencies', 'disagreement_pattern', 'size_bought', 'size_coupling', 'require_done',
+           'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -283,6 +284,12 @@ def _abstain_reason(arm_rho: pd.Series, low: list, high: list, n_seeds: int, th:
                                        f"spread (run {th.min_seeds}+ seeds)")
     return ""
 
+def update_sides(g: pd.DataFrame) -> tuple[pd.Series, list, list]:
+    "Mean rho' per arm (ascending) and the call's low- and high-update halves of the arms (the middle arm of an odd count sits out)."
+    arm_rho = g.assign(rho_p=rho_prime(g)).groupby("arm").rho_p.mean().sort_values()
+    k = len(arm_rho) // 2
+    return arm_rho, list(arm_rho.index[:k]), list(arm_rho.index[len(arm_rho) - k:])
+
 def update_call(g: pd.DataFrame, # done cells of one configuration
                 target: str,
                 per_prompt: pd.DataFrame | None = None,
@@ -290,11 +297,9 @@ def update_call(g: pd.DataFrame, # done cells of one configuration
                ) -> dict:
     "The paper's call for one configuration and target: high-update, low-update or abstain (with the reason), with the seed-level paired contrast."
     th = th or Thresholds()
-    arm_rho = g.assign(rho_p=rho_prime(g)).groupby("arm").rho_p.mean().sort_values()
-    k = len(arm_rho) // 2
-    low, high = list(arm_rho.index[:k]), list(arm_rho.index[len(arm_rho) - k:])
+    arm_rho, low, high = update_sides(g)
     arms, seeds, V = arm_values(g, target, per_prompt)
-    D = _paired_diff(V, [arms.index(a) for a in high], [arms.index(a) for a in low]) if k else np.zeros((0, 1))
+    D = _paired_diff(V, [arms.index(a) for a in high], [arms.index(a) for a in low]) if low else np.zeros((0, 1))
     c = contrast_components(D)
     est, lo, hi = paired_interval(D, th)
     reason = _abstain_reason(arm_rho, low, high, c["S"], th) or ("" if lo > 0 or hi < 0 else f"the {1 - th.alpha:.0%} interval covers 0")
