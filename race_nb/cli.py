@@ -79,14 +79,17 @@ def _pilot_parser(sub) -> None:
     pil = sub.add_parser("pilot", help="RACE on your own run: a pilot grid around a notebook that meets the cell contract, and the call")
     pil.add_argument("template", help="your notebook (parameters cell with n, m, mu, beta, budget, seed, output_dir; finish_run at the end)")
     pil.add_argument("--budget", type=float, required=True, help="the full run's FLOP budget the call is for")
-    pil.add_argument("--arms", nargs="+", default=None, help="arms to compare, by name or fields (default: n16-m4 n8-m8 n4-m4-mu4)")
+    pil.add_argument("--arms", nargs="+", default=None, help="arms to compare, by name (default: around your notebook's own n, m, mu, beta)")
     pil.add_argument("--fraction", type=float, default=0.1, help="each pilot cell's share of the full budget (default 0.1)")
-    pil.add_argument("--seeds", nargs="+", type=int, default=None, help="the pilot's own seeds (default 1001 1002)")
+    pil.add_argument("--seeds", nargs="+", type=int, default=None, help="the pilot's own seeds (default 1001 1002 1003)")
     pil.add_argument("--set", nargs="+", default=None, metavar="KEY=VALUE", help="your notebook's own parameters, fixed for every cell")
     pil.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
     pil.add_argument("--workers", type=int, default=None, help="local worker processes")
     pil.add_argument("--executor", choices=("local", "slurm"), default="local")
     pil.add_argument("--flop-check", action="store_true", help="train every cell under FlopCounterMode too and print ledger / count")
+    pil.add_argument("--resources", nargs="+", default=None, metavar="KEY=VALUE", help="resource overrides for every cell, as for grid run")
+    pil.add_argument("--retry-failed", action="store_true", help="run the pilot's failed cells again")
+    pil.add_argument("--plan", action="store_true", help="write the pilot grid and print its cells (id, arm, seed, budget) without running them")
     demo = sub.add_parser("demo", help="run the demo pilot grid on the tiny CPU scale and summarise it")
     demo.add_argument("--workers", type=int, default=None, help="local worker processes (default: number of cores)")
     demo.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
@@ -209,14 +212,18 @@ def _plan(grid, prompt_len, peak, mfu, resources) -> int:
 def _pilot(args) -> int:
     "`race pilot`: build and run the pilot grid around the user's notebook, print the call per target and the recommended trl settings."
     import yaml
-    from race_nb.pilot import PILOT_SEEDS, run_pilot
+    from race_nb.grid import parse_resource_args
+    from race_nb.pilot import PILOT_SEEDS, pilot_plan, run_pilot
     params = {}
     for it in args.set or []:
         k, eq, v = it.partition("=")
         if not eq: raise ValueError(f"--set {it!r}: write KEY=VALUE")
         params[k] = yaml.safe_load(v)
-    res = run_pilot(args.template, args.budget, arms=args.arms, fraction=args.fraction, seeds=args.seeds or PILOT_SEEDS, params=params,
-                    runs_root=args.runs, workers=args.workers, executor=args.executor, flop_check=args.flop_check)
+    kw = dict(arms=args.arms, fraction=args.fraction, seeds=args.seeds or PILOT_SEEDS, params=params, runs_root=args.runs)
+    if args.plan:
+        print(pilot_plan(args.template, args.budget, **kw).to_string(index=False)); return 0
+    res = run_pilot(args.template, args.budget, **kw, workers=args.workers, executor=args.executor, flop_check=args.flop_check,
+                    resources=parse_resource_args(args.resources), retry_failed=args.retry_failed)
     print(res)
     if args.flop_check and "flopcounter_total" in res.cells:
         done = res.cells[res.cells.status == "done"]

@@ -10,11 +10,13 @@ from pathlib import Path
 from .core import atomic_path, check_positive, write_atomic
 
 # %% auto #0
-__all__ = ['CONTRACT_PARAMS', 'FLOP_CHECK_ENV', 'TemplateError', 'template_parameters', 'check_template', 'finish_run']
+__all__ = ['CONTRACT_PARAMS', 'FLOP_CHECK_ENV', 'CELL_DIR_ENV', 'TemplateError', 'template_parameters', 'template_sha',
+           'check_template', 'cell_mismatches', 'finish_run']
 
 # %% ../nbs/06a_contract.ipynb #ab439e48
 CONTRACT_PARAMS = ("n", "m", "mu", "beta", "budget", "seed", "output_dir") # what a cell notebook's parameters cell must declare
 FLOP_CHECK_ENV = "RACE_FLOP_CHECK" # "1": LedgerGRPOTrainer.train runs under FlopCounterMode and finish_run records the count
+CELL_DIR_ENV = "RACE_CELL_DIR" # the folder of the grid cell a user's notebook runs as (set by the grid while its kernel runs)
 
 class TemplateError(ValueError):
     "A notebook that cannot be a grid cell; the message says what to add."
@@ -39,6 +41,28 @@ def template_parameters(path) -> dict:
     return out
 
 # %% ../nbs/06a_contract.ipynb #15c317f7
+def _code_cells(path) -> list[str]:
+    "The notebook's code cells as Python (IPython magics and shell lines turned into the calls they stand for)."
+    import nbformat
+    from IPython.core.inputtransformer2 import TransformerManager
+    tm = TransformerManager()
+    return [tm.transform_cell(c.source) for c in nbformat.read(Path(path), as_version=4).cells if c.cell_type == "code"]
+
+def _called(path) -> set[str]:
+    "Names the notebook's code calls (`f(...)`, `mod.f(...)`), read from its syntax tree: a name in a comment or a string is not a call."
+    out = set()
+    for i, src in enumerate(_code_cells(path)):
+        try: tree = ast.parse(src)
+        except SyntaxError as e: raise TemplateError(f"{path}: code cell {i + 1} does not parse (line {e.lineno}: {e.msg})") from None
+        out |= {n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+    return out
+
+def template_sha(path) -> str:
+    "A hash of the notebook's code cells (the parameters cell's defaults too): part of its grid cells' identity, so an edited notebook runs again."
+    import hashlib
+    return hashlib.sha256("\n\x00".join(_code_cells(path)).encode()).hexdigest()[:12]
+
 def check_template(path) -> dict:
     "Refuse a notebook that does not meet the cell contract, saying what to add; return its parameters (`template_parameters`)."
     import nbformat
@@ -47,10 +71,10 @@ def check_template(path) -> dict:
     if missing:
         raise TemplateError(f"{path}: its parameters cell lacks {', '.join(missing)}; declare every one of {', '.join(CONTRACT_PARAMS)} "
                             "(n, m, mu, beta: the arm; budget: FLOPs; output_dir: where finish_run writes)")
-    code = "\n".join(c.source for c in nbformat.read(Path(path), as_version=4).cells if c.cell_type == "code")
-    if "LedgerGRPOTrainer(" not in code:
+    called = _called(path)
+    if "LedgerGRPOTrainer" not in called:
         raise TemplateError(f"{path}: it never builds race_nb.grpo.LedgerGRPOTrainer; train with LedgerGRPOTrainer(..., budget=budget, keep=m)")
-    if "finish_run(" not in code:
+    if "finish_run" not in called:
         raise TemplateError(f"{path}: it never calls finish_run; end with race_nb.contract.finish_run(trainer, targets, output_dir)")
     return params
 
@@ -72,13 +96,26 @@ def _targets(targets: dict) -> tuple[dict, dict]:
         if not scalar: per[k] = vals
     return means, per
 
+def _prompt_ids(ids, per: dict) -> list | None:
+    "The prompts' ids as strings, one per per-prompt value of every target, none repeated (None: paired by position)."
+    if ids is None: return None
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"): raise ValueError(f"prompt_ids: one id per prompt (a list), got {ids!r}"[:200])
+    ids = [str(i) for i in ids]
+    if not per: raise ValueError("prompt_ids were given, but no target has per-prompt values: give the targets as lists, one value per prompt")
+    if bad := {k: len(v) for k, v in per.items() if len(v) != len(ids)}:
+        raise ValueError(f"{len(ids)} prompt_ids, but {', '.join(f'{k} has {n}' for k, n in bad.items())} per-prompt values: one id per value")
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"prompt_ids repeat ({dup!r}): each evaluation prompt is paired across cells by its id, so ids must be unique")
+    return ids
+
 def _arm_of(trainer) -> dict:
     "The arm the trainer ran: n, m, mu, beta."
     return dict(n=int(trainer.num_generations), m=int(trainer.keep), mu=int(trainer.num_iterations), beta=float(trainer.beta))
 
 # %% ../nbs/06a_contract.ipynb #e6a0c4db
 def _check_run(trainer, out: Path) -> None:
-    "The run the grid asked for: its budget spent, overshot by at most one step, with the arm of the cell's params.yaml."
+    "The run the grid asked for: its budget spent, overshot by at most one step, its outputs in the cell's folder, with the arm, seed and budget of the cell's params.yaml (`cell_mismatches`)."
     led = trainer.ledger
     if not led.budget: raise ValueError("the trainer has no budget: build it with LedgerGRPOTrainer(..., budget=budget)")
     if not led.exhausted:
@@ -89,37 +126,63 @@ def _check_run(trainer, out: Path) -> None:
     if len(per_step) and led.overshoot > per_step.max() * 1.000001:
         raise ValueError(f"the run overshot its budget by {led.overshoot:.3e} FLOPs, more than one step ({per_step.max():.3e}): "
                          "something trained past the budget's stop")
-    if (out / "params.yaml").exists():
-        import yaml
-        asked, ran = yaml.safe_load((out / "params.yaml").read_text()), _arm_of(trainer)
-        wrong = {k: (asked[k], ran[k]) for k in ran if k in asked and float(asked[k]) != float(ran[k])}
-        if wrong:
-            raise ValueError("the trainer ran another arm than the cell's: " + ", ".join(f"{k}={v[1]} (asked {v[0]})" for k, v in wrong.items())
-                             + "; pass num_generations=n, num_iterations=mu, beta=beta to GRPOConfig and keep=m to LedgerGRPOTrainer")
+    cell = os.environ.get(CELL_DIR_ENV)
+    if cell and Path(out).resolve() != Path(cell).resolve():
+        raise ValueError(f"finish_run was given output_dir {out}, but this grid cell's folder is {cell}: pass the `output_dir` parameter "
+                         "unchanged (the grid reads the cell's results there)")
+    if (problems := cell_mismatches(trainer, out)): raise ValueError("; ".join(problems))
+
+def cell_mismatches(trainer, cell_dir) -> list[str]:
+    "What the trainer runs that the cell (its params.yaml in `cell_dir`) did not ask for: the arm, the seed, the budget, where it checkpoints. Empty outside a cell."
+    import yaml
+    p = Path(cell_dir) / "params.yaml"
+    if not p.exists(): return []
+    asked, ran, out = yaml.safe_load(p.read_text()), _arm_of(trainer), []
+    wrong = {k: (asked[k], ran[k]) for k in ran if k in asked and float(asked[k]) != float(ran[k])}
+    if wrong:
+        out.append("the trainer ran another arm than the cell's: " + ", ".join(f"{k}={v[1]} (asked {v[0]})" for k, v in wrong.items())
+                   + "; pass num_generations=n, num_iterations=mu, beta=beta to GRPOConfig and keep=m to LedgerGRPOTrainer")
+    args = getattr(trainer, "args", None)
+    if "seed" in asked and args is not None:
+        seeds = {"seed": args.seed, **({"data_seed": args.data_seed} if getattr(args, "data_seed", None) is not None else {})}
+        if bad := {k: v for k, v in seeds.items() if int(v) != int(asked["seed"])}:
+            out.append(f"the trainer's {', '.join(f'{k}={v}' for k, v in bad.items())}, but the cell's seed is {asked['seed']}: pass seed=seed to "
+                       "GRPOConfig (a grid's seeds would otherwise be copies of one run, and every interval with the seed as its unit meaningless)")
+    if "budget" in asked and trainer.ledger.budget and not math.isclose(float(trainer.ledger.budget), float(asked["budget"]), rel_tol=1e-9):
+        out.append(f"the trainer's budget is {trainer.ledger.budget:.4g} FLOPs, the cell's {float(asked['budget']):.4g}: pass budget=budget to LedgerGRPOTrainer")
+    if args is not None and getattr(args, "output_dir", None):
+        here, trl_dir = Path(cell_dir).resolve(), Path(args.output_dir).resolve()
+        if here != trl_dir and here not in trl_dir.parents:
+            out.append(f"the trainer's output_dir {args.output_dir} is outside the cell's folder {cell_dir}: its checkpoints would not be found "
+                       "on a resume; use GRPOConfig(output_dir=str(Path(output_dir) / 'trl'))")
+    return out
 
 # %% ../nbs/06a_contract.ipynb #499ab21f
 def finish_run(trainer, # the LedgerGRPOTrainer that trained, under its budget
                targets: dict, # the user's targets: name -> value, or name -> per-prompt values
                output_dir, # the cell's folder (the `output_dir` parameter)
+               prompt_ids=None, # an id per evaluation prompt (its text, or a dataset id), in the order of the per-prompt values; default: their positions
                **extra, # other JSON-able values to keep in metrics.json
               ) -> dict:
-    "Write a cell's outputs as our own cells do (metrics.json last); refuse a run that missed its budget or its arm. Returns the metrics."
+    "Write a cell's outputs as our own cells do (metrics.json last); refuse a run that missed its budget, its arm, its seed or its folder. Returns the metrics."
     from race_nb.eval import versions, write_json, write_per_prompt
     out = Path(output_dir or ".")
     out.mkdir(parents=True, exist_ok=True)
     means, per = _targets(targets)
+    ids = _prompt_ids(prompt_ids, per)
     _check_run(trainer, out)
     led = trainer.ledger
     t, u = led.totals(), led.totals(useful=True)
     metrics = dict(**means, targets=list(means), **_arm_of(trainer), resumed_from=getattr(trainer, "resumed_from", []), rho=led.rho, flops_total=led.total, budget=led.budget,
                    overshoot=led.overshoot, steps=trainer.state.global_step, **{f"flops_{c}": t[c] for c in t},
-                   **{f"useful_flops_{c}": u[c] for c in t}, **(trainer.signal_watch.summary() if hasattr(trainer, "signal_watch") else {}), versions=versions(), **extra)
+                   **{f"useful_flops_{c}": u[c] for c in t}, **(trainer.signal_watch.summary() if hasattr(trainer, "signal_watch") else {}), versions=versions(),
+                   prompt_ids="given" if ids is not None else "position", **extra)
     if getattr(trainer, "flop_counts", None):  # trained under FlopCounterMode (RACE_FLOP_CHECK=1)
         metrics.update({f"flopcounter_{c}": v for c, v in trainer.flop_counts.items()}, flopcounter_total=sum(trainer.flop_counts.values()))
     led.save(out / "ledger.parquet")
     write_json(out / "log_history.json", trainer.state.log_history)
     write_atomic(out / "compute_card.txt", led.compute_card(title=f"compute card: {trainer.state.global_step} step(s)") + "\n")
-    if per: write_per_prompt(out / "per_prompt.parquet", per)
+    if per: write_per_prompt(out / "per_prompt.parquet", per, ids)
     write_json(out / "metrics.json", metrics)
     if os.environ.get("RACE_CELL_CHECKPOINT") is not None:  # a grid cell: its checkpoints are superseded by the outputs
         import shutil

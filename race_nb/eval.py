@@ -142,10 +142,10 @@ def write_json(path, obj) -> Path:
     return write_atomic(path, json.dumps(obj, indent=2, default=float))
 
 # %% ../nbs/06_eval.ipynb #54021c74
-def write_per_prompt(path, per_prompt: dict) -> Path:
-    "Each target's value per evaluation prompt (columns target, prompt, value), written atomically."
+def write_per_prompt(path, per_prompt: dict, ids=None) -> Path:
+    "Each target's value per evaluation prompt (columns target, prompt, value), written atomically; `ids`: the prompts' ids (default: their positions)."
     import pandas as pd
-    df = pd.DataFrame([dict(target=t, prompt=i, value=float(v)) for t, vals in per_prompt.items() for i, v in enumerate(vals)])
+    df = pd.DataFrame([dict(target=t, prompt=i if ids is None else ids[i], value=float(v)) for t, vals in per_prompt.items() for i, v in enumerate(vals)])
     with atomic_path(path) as tmp: df.to_parquet(tmp, index=False)
     return Path(path)
 

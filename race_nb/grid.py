@@ -10,17 +10,18 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 from .core import atomic_path, check_positive, environ, last_checkpoint, project_root, trained_record, write_atomic
-from .config import ARMS, MODELS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
+from .config import ARMS, MIN_CYCLES_ENV, MODELS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
-           'ID_NEUTRAL', 'STATUSES', 'TEMPLATE', 'STOPPING', 'LOW_SIGNAL', 'METRIC_COLUMNS', 'GridError', 'arm_name',
-           'arm_spec', 'parse_minutes', 'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid',
-           'cell_id', 'measured_rate', 'plan_grid', 'check_schedule', 'format_plan', 'read_status', 'set_status',
-           'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'template_path', 'run_one_cell', 'cell_threads',
-           'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid', 'grid_status', 'aggregate', 'per_prompt_results']
+           'ID_NEUTRAL', 'STATUSES', 'TEMPLATE', 'STOPPING', 'SUPERSEDED', 'LOW_SIGNAL', 'METRIC_COLUMNS', 'GridError',
+           'arm_name', 'arm_spec', 'parse_minutes', 'cell_resources', 'checkpointing', 'parse_resource_args',
+           'load_grid', 'cell_id', 'measured_rate', 'plan_grid', 'check_schedule', 'format_plan', 'read_status',
+           'set_status', 'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'template_path', 'run_one_cell',
+           'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid', 'grid_status', 'aggregate',
+           'per_prompt_results', 'check_same_prompts']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps")
@@ -85,7 +86,7 @@ def _parse(path: Path) -> tuple[dict, dict]:
 def _check_sections(g: dict, fail) -> None:
     "Known top-level keys, a usable name, and `fixed`/`axes` mappings of cell parameters (budget and seed have their own lists)."
     for k in g:
-        if k not in GRID_KEYS and k not in ("_template", "_template_params"): fail(k, f"unknown key; valid: {', '.join(GRID_KEYS)}")  # _template: load_grid's
+        if k not in GRID_KEYS and not k.startswith("_template"): fail(k, f"unknown key; valid: {', '.join(GRID_KEYS)}")  # _template: load_grid's
     if not isinstance(g.get("name"), str) or not g["name"].replace("-", "").replace("_", "").isalnum():
         fail("name", "the grid needs a name of letters, digits, '-' or '_'")
     fixed, axes = g.get("fixed") or {}, g.get("axes") or {}
@@ -233,17 +234,17 @@ def parse_resource_args(items: list[str]) -> dict:
 # %% ../nbs/07_grid.ipynb #4a0be181
 def _load_template(g: dict, path: Path, fail) -> None:
     "A grid naming its own notebook (`template:`, relative to the grid file): check it meets the cell contract, before anything runs."
-    from race_nb.contract import TemplateError, check_template
+    from race_nb.contract import TemplateError, check_template, template_sha
     t = g.get("template")
     if t is None: return
     if not isinstance(t, str) or not t.endswith(".ipynb"): fail("template", f"a notebook path (.ipynb), got {t!r}")
     p = (path.parent / t).resolve()
-    try: g["_template_params"] = check_template(p)
+    try: g["_template_params"], g["_template_sha"] = check_template(p), template_sha(p)
     except TemplateError as e: fail("template", str(e))
-    g["_template"] = str(p)
+    g["_template"], g["_template_rel"] = str(p), os.path.relpath(p, path.parent.resolve())
 
 def _resolve_template(g: dict, fail) -> list[dict]:
-    "Cells of a user-template grid: the template's parameters, the arm expanded into n, m, mu, beta, the template's path; model and reward labels for tables."
+    "Cells of a user-template grid: the template's parameters, the arm expanded into n, m, mu, beta, the template's path and content hash; model and reward labels for tables."
     fixed, axes = dict(g.get("fixed") or {}), g["axes"]
     keys, cells = list(axes), []
     for combo in itertools.product(*(axes[k] for k in keys), g["budgets"], g["seeds"]):
@@ -258,8 +259,10 @@ def _resolve_template(g: dict, fail) -> list[dict]:
             try: a = Arm(arm_name(**f), **f)
             except ValueError as e: fail("axes", f"{e}; give each cell an arm (axes.arm) or its fields n, m, mu, beta")
             d.update(arm=a.name, n=a.n, m=a.m, mu=a.mu, beta=a.beta)
-        params = {"template": g["_template"], "model": d.pop("model", Path(g["_template"]).stem), "reward": d.pop("reward", "own"), **d}
-        cells.append(dict(id=cell_id(params), params=params))
+        params = {"template": g["_template"], "template_sha": g["_template_sha"], "model": d.pop("model", Path(g["_template"]).stem),
+                  "reward": d.pop("reward", "own"), **d}
+        # its identity: the notebook's content and its path from the grid file (an edited notebook runs again, a moved checkout does not)
+        cells.append(dict(id=cell_id({**params, "template": g["_template_rel"]}), params=params))
     ids = [c["id"] for c in cells]
     if len(set(ids)) != len(ids): fail("axes", "two cells resolve to the same parameters (duplicate axis values?)")
     return cells
@@ -495,19 +498,16 @@ def _failure(e: Exception) -> dict:
 
 # %% ../nbs/07_grid.ipynb #9e636d6e
 @contextlib.contextmanager
-def _cell_env(params: dict, checkpoint: dict | None):
-    "While a cell's kernel starts: a user notebook's trainer gets the grid's checkpoint settings (RACE_CELL_CHECKPOINT); the runner's environment is restored after."
-    old = os.environ.pop("RACE_CELL_CHECKPOINT", None)
-    if "template" in params: os.environ["RACE_CELL_CHECKPOINT"] = json.dumps(checkpoint or {})
-    try: yield
-    finally:
-        os.environ.pop("RACE_CELL_CHECKPOINT", None)
-        if old is not None: os.environ["RACE_CELL_CHECKPOINT"] = old
+def _cell_env(params: dict, checkpoint: dict | None, cell_dir: Path):
+    "While a cell's kernel starts: a user notebook's trainer gets the grid's checkpoint settings (RACE_CELL_CHECKPOINT) and its cell's folder (RACE_CELL_DIR: checked against the cell's params.yaml before it trains); the runner's environment is restored after."
+    from race_nb.contract import CELL_DIR_ENV
+    own = "template" in params
+    with environ(RACE_CELL_CHECKPOINT=json.dumps(checkpoint or {}) if own else None, **{CELL_DIR_ENV: str(cell_dir) if own else None}): yield
 
 def _execute(cell_dir: Path, params: dict, kernel: str, checkpoint: dict | None = None) -> None:
     "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
     from race_nb.core import run_notebook
-    with open(cell_dir / "cell.log", "w") as logf, _cell_env(params, checkpoint):
+    with open(cell_dir / "cell.log", "w") as logf, _cell_env(params, checkpoint, cell_dir):
         run_notebook(Path(params["template"]) if "template" in params else template_path(), cell_dir / "out.ipynb",
                      _papermill_params(params, cell_dir, checkpoint), cell_dir, kernel, stdout_file=logf, stderr_file=logf)
     if valid_metrics(cell_dir) is None: raise RuntimeError("the cell notebook finished without a valid metrics.json")
@@ -686,6 +686,20 @@ def _run_slurm(todo: list, # (cell folder, params, resources) of each cell to ru
     return out
 
 # %% ../nbs/07_grid.ipynb #f8c30388
+SUPERSEDED = "_superseded" # where a runs folder keeps the cells of an earlier version of a user's notebook
+
+def _set_aside_superseded(g: dict, root: Path) -> None:
+    "Move the cells an earlier version of the grid's notebook ran (same notebook, other content hash) out of the runs folder, into _superseded/, saying so."
+    if g.get("_template") is None: return
+    ids, old = {c["id"] for c in g["cells"]}, []
+    for d in (p for p in root.iterdir() if p.is_dir() and p.name not in ids and (p / "params.yaml").exists()):
+        p = _params(d)
+        if Path(str(p.get("template", ""))).name == Path(g["_template"]).name and p.get("template_sha") != g["_template_sha"]: old.append(d)
+    if old:
+        (root / SUPERSEDED).mkdir(exist_ok=True)
+        for d in old: os.replace(d, root / SUPERSEDED / d.name)
+        print(f"{Path(g['_template']).name} changed since {len(old)} cell(s) ran: they are kept in {root / SUPERSEDED} and its cells run again")
+
 def run_grid(grid_path, # grid YAML
              runs_root="runs", # runs go to <runs_root>/<grid name>/
              workers: int | None = None, # local worker processes (default: one per GPU slot with CUDA, else one per core)
@@ -711,6 +725,7 @@ def run_grid(grid_path, # grid YAML
     root = Path(runs_root).resolve() / g["name"]
     root.mkdir(parents=True, exist_ok=True)
     write_atomic(root / "grid.yaml", Path(grid_path).read_text())
+    _set_aside_superseded(g, root)
     todo = []
     for c in g["cells"]:
         d = root / c["id"]; d.mkdir(exist_ok=True)
@@ -722,7 +737,8 @@ def run_grid(grid_path, # grid YAML
     print(f"grid {g['name']}: {len(g['cells'])} cells, {len(g['cells']) - len(todo)} already finished, {len(todo)} to run -> {root}")
     if todo:
         # the cells' trainers read these (workers, kernels and Slurm jobs inherit them); the caller's come back after
-        with environ(**{NO_SIGNAL_ENV: g.get("on_no_signal", ON_NO_SIGNAL[0]), NO_SIGNAL_STEPS_ENV: g.get("no_signal_steps", NO_SIGNAL_STEPS)}):
+        with environ(**{NO_SIGNAL_ENV: g.get("on_no_signal", ON_NO_SIGNAL[0]), NO_SIGNAL_STEPS_ENV: g.get("no_signal_steps", NO_SIGNAL_STEPS),
+                        MIN_CYCLES_ENV: min_cycles}):  # a user notebook's trainer checks min_cycles from its first measured step
             if executor == "local":
                 per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
                 _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
@@ -817,3 +833,17 @@ def per_prompt_results(runs_dir, # a grid's runs folder
     parts = [pd.read_parquet(d / "per_prompt.parquet").assign(cell=d.name) for d in _cells(runs_dir)
              if d.name in done and (d / "per_prompt.parquet").exists()]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["target", "prompt", "value", "cell"])
+
+def check_same_prompts(pp: "pd.DataFrame") -> "pd.DataFrame":
+    "Refuse per-prompt results (`per_prompt_results`) whose cells scored different prompts for a target: RACE pairs prompts by id across cells. Returns `pp`."
+    for t, g in pp.groupby("target"):
+        sets = g.groupby("cell").prompt.agg(lambda s: frozenset(map(str, s)))
+        if sets.nunique() > 1:
+            common = sets.value_counts().index[0]
+            odd = sets[sets != common]
+            c, s = odd.index[0], odd.iloc[0]
+            raise GridError(f"target {t!r}: {len(odd)} of {len(sets)} cells scored other prompts than the rest (cell {c}: {len(s)} prompts, "
+                            f"{len(s - common)} not scored by the others, {len(common - s)} of theirs missing, e.g. {sorted(s ^ common)[:3]}); RACE pairs "
+                            "each prompt across cells by its id, so every cell must score the same evaluation prompts (the same list, or the same "
+                            "prompt_ids given to finish_run)")
+    return pp

@@ -10,7 +10,8 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from .core import atomic_path, check_positive, check_choice, last_checkpoint, write_atomic
-from .config import Arm, ARMS, MODEL_REWARDS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
+from .contract import CELL_DIR_ENV, cell_mismatches
+from .config import Arm, ARMS, MIN_CYCLES_ENV, MODEL_REWARDS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
 from .rewards.core import Reward
@@ -18,12 +19,13 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'CELL_CHECKPOINT_ENV', 'reward_model_flops', 'policy_flops', 'arm_flops',
-           'predict_rho', 'arm_for_rho', 'cell_arm', 'max_variance_subset', 'BudgetCallback',
-           'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'NoSignal', 'NoSignalWarning',
-           'group_signal', 'no_signal_message', 'SignalWatch', 'peak_flops_of', 'charge_reward_model', 'ModelCharge',
-           'LedgerGRPOTrainer', 'ledger_logs', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
-           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'reward_model_flops',
+           'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho', 'cell_arm', 'max_variance_subset',
+           'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'NoSignal',
+           'NoSignalWarning', 'group_signal', 'no_signal_message', 'SignalWatch', 'peak_flops_of',
+           'charge_reward_model', 'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles', 'CycleCheck',
+           'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts', 'build_trainer',
+           'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -578,11 +580,35 @@ def floating_point_ops(self: LedgerGRPOTrainer, inputs) -> float:
 
 # %% ../nbs/05_grpo.ipynb #2abaae43
 CELL_CHECKPOINT_ENV = "RACE_CELL_CHECKPOINT" # JSON checkpoint settings a grid gives a user's notebook: its trainer checkpoints and resumes like our cells
+BUDGET_CHECK = "budget_check.json" # what a user notebook's cell measured of its first step: FLOPs per generation cycle, cycles its budget buys
+
+class TooFewCycles(RuntimeError):
+    "A grid cell of a user's notebook whose budget buys fewer generation cycles than the grid's min_cycles (measured on its first step)."
+
+class CycleCheck(TrainerCallback):
+    "After the first optimizer step of a fresh run: the FLOPs of one generation cycle (that step, plus mu - 1 more updates), the cycles the budget buys; below `min_cycles`, `TooFewCycles`."
+    def __init__(self, trainer, min_cycles: float, out: Path): self.tr, self.min, self.out = trainer, float(min_cycles), Path(out)
+
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step != 1 or self.tr.resumed_from: return
+        f = self.tr.ledger.to_frame()
+        f = f[(f.component != "eval") & (f.step == f.step.min())].groupby("component").flops.sum()
+        cycle = float(f.sum() + (self.tr.num_iterations - 1) * f.get("learning", 0.0))
+        cycles = self.tr.ledger.budget / cycle if cycle > 0 else float("inf")
+        rec = dict(cycle_flops=cycle, cycles=cycles, steps=cycles * self.tr.num_iterations, budget=self.tr.ledger.budget, min_cycles=self.min)
+        write_atomic(self.out / BUDGET_CHECK, json.dumps(rec, indent=1) + "\n")
+        if cycles < self.min:
+            raise TooFewCycles(f"its budget {self.tr.ledger.budget:.3g} FLOPs buys about {cycles:.1f} generation cycle(s) ({rec['steps']:.1f} optimizer "
+                               f"step(s)) at {cycle:.3g} FLOPs per cycle, measured on its first step; the grid asks for {self.min:g}: raise its "
+                               f"budget to about {self.min * cycle:.3g}, or pass --min-cycles")
 
 @patch
 def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs):
     "trl's `train`; resumes a checkpoint's ledger (`True`: the newest complete one), then prints the compute card and writes it (and the ledger) to output_dir. In a grid cell of a user's notebook (RACE_CELL_CHECKPOINT) it checkpoints as our cells do and resumes by itself; with RACE_FLOP_CHECK=1 it runs under FlopCounterMode and keeps the count per component in `flop_counts`."
     ckpt = resume_from_checkpoint
+    if (cell_dir := os.environ.get(CELL_DIR_ENV)):  # a grid cell of a user's notebook: the cell's seed, budget, arm and folder, or no training
+        if (problems := cell_mismatches(self, cell_dir)): raise ValueError("; ".join(problems))
+        if (mc := os.environ.get(MIN_CYCLES_ENV)) and float(mc) > 0: self.add_callback(CycleCheck(self, float(mc), Path(cell_dir)))
     if (cell := os.environ.get(CELL_CHECKPOINT_ENV)) is not None:
         ck = json.loads(cell)
         if ck.get("checkpoint", True):

@@ -12,19 +12,32 @@ from .core import check_positive, write_atomic
 from .config import Arm
 
 # %% auto #0
-__all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'arms_around', 'grpo_fields', 'pilot_grid', 'PilotResult',
-           'run_targets', 'pilot_calls', 'run_pilot']
+__all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'PILOT_HEADER', 'arms_around_arm', 'arms_around', 'template_arm',
+           'grpo_fields', 'pilot_grid', 'PilotResult', 'run_targets', 'seed_copies', 'pilot_calls', 'run_pilot',
+           'pilot_plan', 'pilot_command']
 
 # %% ../nbs/08a_pilot.ipynb #0f85a2a3
 DEFAULT_ARMS = ("n16-m4", "n8-m8", "n4-m4-mu4") # low to high update share, when no GRPOConfig is given
 MIN_PILOT_STEPS = 4 # optimizer steps a pilot cell must buy: fewer, and its contrast measures the first updates, not a regime
 PILOT_SEEDS = (1001, 1002, 1003) # the pilot's own seeds: three, because the call's interval has the training seed as its unit (two give t on 1 df)
 
-def arms_around(config) -> list[str]:
-    "Arms from low to high update share around a GRPOConfig (or anything with num_generations, num_iterations, beta): 2n keep n, the config's own, 2 mu."
+def arms_around_arm(n: int, m: int, mu: int = 1, beta: float = 0.0) -> list[str]:
+    "Arms from low to high update share around the arm (n, m, mu, beta): 2n keep m, the arm itself, 2 mu."
     from race_nb.grid import arm_name
-    n, mu, beta = int(config.num_generations), int(getattr(config, "num_iterations", 1) or 1), float(getattr(config, "beta", 0.0) or 0.0)
-    return [arm_name(2 * n, n, mu, beta), arm_name(n, n, mu, beta), arm_name(n, n, 2 * mu, beta)]
+    n, m, mu, beta = int(n), int(m), int(mu), float(beta)
+    return [arm_name(2 * n, m, mu, beta), arm_name(n, m, mu, beta), arm_name(n, m, 2 * mu, beta)]
+
+def arms_around(config) -> list[str]:
+    "Arms around a GRPOConfig (or anything with num_generations, num_iterations, beta; keep = num_generations): `arms_around_arm`."
+    n = int(config.num_generations)
+    return arms_around_arm(n, n, int(getattr(config, "num_iterations", 1) or 1), float(getattr(config, "beta", 0.0) or 0.0))
+
+def template_arm(declared: dict) -> dict | None:
+    "The arm a notebook's parameters cell sets by default (`race_nb.contract.template_parameters`): n, m, mu, beta, or None where one is not a literal number."
+    import ast
+    try: arm = {k: ast.literal_eval(declared[k]) for k in ("n", "m", "mu", "beta")}
+    except (KeyError, TypeError, ValueError, SyntaxError): return None
+    return arm if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arm.values()) else None
 
 def grpo_fields(arm: str) -> dict:
     "An arm as the trl settings that run it: GRPOConfig's num_generations, num_iterations, beta, and LedgerGRPOTrainer's keep."
@@ -35,7 +48,7 @@ def grpo_fields(arm: str) -> dict:
 # %% ../nbs/08a_pilot.ipynb #060eea68
 def pilot_grid(template, # the user's notebook (meets `race_nb.contract.check_template`)
                budget: float, # the full run's FLOP budget the call is for
-               arms=None, # arm names (default: `arms_around(config)`, else DEFAULT_ARMS)
+               arms=None, # arm names (default: around `config`, else around the notebook's own arm, else DEFAULT_ARMS)
                config=None, # the user's GRPOConfig: the pilot's arms are built around it
                fraction: float = 0.1, # each pilot cell's share of the full budget
                seeds=PILOT_SEEDS, # the pilot's own seeds
@@ -49,7 +62,8 @@ def pilot_grid(template, # the user's notebook (meets `race_nb.contract.check_te
     declared = check_template(template)
     check_positive("budget", budget); check_positive("fraction", fraction)
     if fraction > 1: raise ValueError(f"fraction must be at most 1 (a share of the full budget), got {fraction}")
-    arms = list(arms or (arms_around(config) if config is not None else DEFAULT_ARMS))
+    own = template_arm(declared)
+    arms = list(arms or (arms_around(config) if config is not None else arms_around_arm(**own) if own else DEFAULT_ARMS))
     if len(arms) < 2: raise ValueError(f"a pilot needs at least two arms to compare, got {arms}")
     for a in arms: arm_spec(a)
     bad = [k for k in (params or {}) if k not in declared or k in ("n", "m", "mu", "beta", "budget", "seed", "output_dir")]
@@ -108,32 +122,62 @@ def run_targets(cells: pd.DataFrame, runs_dir) -> list[str]:
             if t not in out: out.append(t)
     return out
 
+def seed_copies(done: pd.DataFrame, pp: pd.DataFrame) -> str | None:
+    "An arm whose seeds gave identical results (every target's mean and per-prompt values), as 'ARM: s1 = s2'; None when the seeds differ."
+    for arm, g in done.groupby("arm"):
+        if g.seed.nunique() < 2: continue
+        keys = [c for c in g.columns if c in set(pp.target) or c in ("rho", "flops_total")]  # the ledger's totals move with every sampled length
+        sig = {}
+        for r in g.itertuples():
+            vals = pp[pp.cell == r.cell].sort_values(["target", "prompt"]).value.round(12).tolist()
+            sig.setdefault((tuple(round(float(getattr(r, k)), 12) for k in keys if pd.notna(getattr(r, k))), tuple(vals)), []).append(r.seed)
+        if (same := next((s for s in sig.values() if len(s) > 1), None)): return f"{arm}: {' = '.join(map(str, same))}"
+    return None
+
 def pilot_calls(runs_dir, # a pilot's runs folder (one configuration)
                 budget: float, # the full budget the call is for
                 th=None, # `race_nb.race.Thresholds`
                ) -> PilotResult:
     "The call per target of a pilot that has run."
-    from race_nb.grid import aggregate, per_prompt_results
+    from race_nb.grid import aggregate, check_same_prompts, per_prompt_results
     from race_nb.race import Thresholds, update_call
     cells = aggregate(runs_dir)
     done = cells[cells.status == "done"]
     if done.arm.nunique() < 2:
         raise ValueError(f"{runs_dir}: {len(done)} done cell(s) over {done.arm.nunique()} arm(s); a call needs two arms "
                          f"(race grid status {runs_dir} says what failed)")
-    pp, rows = per_prompt_results(runs_dir), []
-    short = done[done.steps < MIN_PILOT_STEPS]
+    pp, rows = check_same_prompts(per_prompt_results(runs_dir)), []
+    short, copies = done[done.steps < MIN_PILOT_STEPS], seed_copies(done, pp)
     for t in run_targets(cells, runs_dir):
         c = update_call(done[done[t].notna()], t, pp, th or Thresholds())
         if len(short):  # a cell that bought too few steps cannot carry a call, whatever its interval says
             c.update(call="abstain", reason=f"{len(short)} pilot cell(s) ran fewer than {MIN_PILOT_STEPS} optimizer steps "
                      f"({', '.join(f'{a} {s:g}' for a, s in short.groupby('arm').steps.min().items())}): raise the budget or the fraction")
+        if copies:  # seeds that are copies of one run: the interval's unit is not there
+            c.update(call="abstain", reason=f"seeds {copies}: identical results on every target and prompt, so the notebook does not use its "
+                     "`seed` (pass seed=seed to GRPOConfig and seed whatever it samples)")
         rows.append(dict(target=t, **c, recommended_arm=c["call_arm"]))
     return PilotResult(pd.DataFrame(rows), cells, float(budget), Path(runs_dir))
 
 # %% ../nbs/08a_pilot.ipynb #7ea2e56e
+PILOT_HEADER = "# race pilot wrote this grid (sha256 {sha}); it rewrites it only while unedited: edit it, then run it with race grid run\n"
+
+def _write_pilot_grid(path: Path, g: dict, runs_root) -> None:
+    "Write the pilot's grid file, unless the user edited the one there (its header's hash no longer matches): then refuse, saying how to run or regenerate it."
+    import hashlib, re
+    body = yaml.safe_dump(g, sort_keys=False)
+    if path.exists():
+        head, _, rest = path.read_text().partition("\n")
+        m = re.search(r"sha256 ([0-9a-f]{12})", head)
+        if not m or hashlib.sha256(rest.encode()).hexdigest()[:12] != m.group(1):
+            raise ValueError(f"{path} was edited after race pilot wrote it (or race pilot did not write it), so it is not overwritten: run your grid "
+                             f"with `race grid run {path} --runs {runs_root}` and `race diagnose {Path(runs_root) / g['name']}`, "
+                             "or delete the file to have race pilot write it again")
+    write_atomic(path, PILOT_HEADER.format(sha=hashlib.sha256(body.encode()).hexdigest()[:12]) + body)
+
 def run_pilot(template, # the user's notebook
               budget: float, # the full run's FLOP budget
-              config=None, # the user's GRPOConfig: arms around it
+              config=None, # the user's GRPOConfig: arms around it (default: around the notebook's own n, m, mu, beta)
               arms=None, # or arm names
               fraction: float = 0.1, # each pilot cell's share of the budget
               seeds=PILOT_SEEDS, # the pilot's own seeds
@@ -142,24 +186,63 @@ def run_pilot(template, # the user's notebook
               workers: int | None = None, executor: str = "local", # as `race grid run`
               flop_check: bool = False, # train every cell under FlopCounterMode too (its count lands in metrics.json)
               name: str | None = None,
+              resources: dict | None = None, # resource overrides for every cell (`--resources KEY=VALUE`: Slurm time, GPUs, ...)
+              retry_failed: bool = False, # run the pilot's failed cells again
              ) -> PilotResult:
-    "Build the pilot grid around the user's run, run its first cell alone and refuse a pilot whose cells buy too few steps, then run the rest (resumable: a rerun skips finished cells) and make the call per target."
+    "Build the pilot grid around the user's run, run its first cell alone and refuse a pilot whose cells buy too few steps (measured on that cell's first step), then run the rest (resumable: a rerun skips finished cells) and make the call per target."
     from race_nb.grid import aggregate, run_grid
     g = pilot_grid(template, budget, arms, config, fraction, seeds, params, name)
     path = Path(runs_root) / f"{g['name']}.yaml"
+    Path(runs_root).mkdir(parents=True, exist_ok=True)
+    from race_nb.grid import arm_spec
+    min_cycles = MIN_PILOT_STEPS / max(arm_spec(a).mu for a in g["axes"]["arm"])  # each cell's trainer: about MIN_PILOT_STEPS steps at the most passes
+    run = lambda: _run_with_flop_check(path, runs_root, workers, executor, flop_check, run_grid, resources, retry_failed, min_cycles)
     probe = dict(g, axes=dict(g["axes"], arm=g["axes"]["arm"][:1]), seeds=g["seeds"][:1])  # the most search-heavy arm: the fewest steps
-    write_atomic(path, yaml.safe_dump(probe, sort_keys=False))
-    first = aggregate(_run_with_flop_check(path, runs_root, workers, executor, flop_check, run_grid))
-    steps = first[first.status == "done"].steps
-    if len(steps) and float(steps.min()) < MIN_PILOT_STEPS:
-        s = float(steps.min())
-        raise ValueError(f"a pilot cell of {g['axes']['arm'][0]} at {fraction:g} x {budget:.3g} FLOPs took {s:g} optimizer step(s); a call needs "
-                         f"{MIN_PILOT_STEPS}+. Raise --fraction to about {fraction * MIN_PILOT_STEPS / max(s, 1):.2g} (or --budget to about "
-                         f"{budget * MIN_PILOT_STEPS / max(s, 1):.3g}); that cell's run is in {Path(runs_root) / g['name']}")
-    write_atomic(path, yaml.safe_dump(g, sort_keys=False))
-    return pilot_calls(_run_with_flop_check(path, runs_root, workers, executor, flop_check, run_grid), budget)
+    _write_pilot_grid(path, probe, runs_root)
+    first = aggregate(run())
+    cell = Path(runs_root) / g["name"] / first.cell.iloc[0]
+    measured = json.loads((cell / "budget_check.json").read_text()) if (cell / "budget_check.json").exists() else None
+    done = first[first.status == "done"].steps
+    s = float(done.min()) if len(done) else measured["steps"] if measured else None
+    if s is not None and s < MIN_PILOT_STEPS:
+        raise ValueError(f"a pilot cell of {g['axes']['arm'][0]} at {fraction:g} x {budget:.3g} FLOPs buys {s:.3g} optimizer step(s); a call needs "
+                         f"{MIN_PILOT_STEPS}+. Raise --fraction to about {fraction * MIN_PILOT_STEPS / max(s, 0.5):.2g} (or --budget to about "
+                         f"{budget * MIN_PILOT_STEPS / max(s, 0.5):.3g}); that cell's run is in {cell}")
+    if not len(done):  # the first cell failed for another reason: the rest would too, most likely
+        raise RuntimeError(f"the pilot's first cell ({g['axes']['arm'][0]}, seed {g['seeds'][0]}) failed: {first.error.iloc[0]}; its log is "
+                           f"{cell / 'cell.log'}. Fix the notebook (an edited one runs again) or rerun with --retry-failed")
+    _write_pilot_grid(path, g, runs_root)
+    return pilot_calls(run(), budget)
 
-def _run_with_flop_check(path, runs_root, workers, executor, flop_check: bool, run_grid) -> Path:
-    "run_grid, with RACE_FLOP_CHECK=1 for the cells' kernels while it runs when `flop_check` (the caller's environment restored)."
+def _run_with_flop_check(path, runs_root, workers, executor, flop_check: bool, run_grid, resources=None, retry_failed=False, min_cycles=0.0) -> Path:
+    "run_grid (`min_cycles`: what the cells' trainers check on their first step), with RACE_FLOP_CHECK=1 for the cells' kernels while it runs when `flop_check` (the caller's environment restored)."
     from race_nb.core import environ
-    with environ(**({"RACE_FLOP_CHECK": "1"} if flop_check else {})): return run_grid(path, runs_root, workers, executor)
+    with environ(**({"RACE_FLOP_CHECK": "1"} if flop_check else {})):
+        return run_grid(path, runs_root, workers, executor, retry_failed=retry_failed, resources=resources, min_cycles=min_cycles)
+
+def pilot_plan(template, budget: float, config=None, arms=None, fraction: float = 0.1, seeds=PILOT_SEEDS, params=None, runs_root="runs",
+               name: str | None = None) -> pd.DataFrame:
+    "Write the pilot's grid file as `run_pilot` would and list its cells (cell id, arm, seed, budget) without running any."
+    from race_nb.grid import load_grid
+    g = pilot_grid(template, budget, arms, config, fraction, seeds, params, name)
+    path = Path(runs_root) / f"{g['name']}.yaml"
+    Path(runs_root).mkdir(parents=True, exist_ok=True)
+    _write_pilot_grid(path, g, runs_root)
+    return pd.DataFrame([dict(cell=c["id"], arm=c["params"]["arm"], seed=c["params"]["seed"], budget=c["params"]["budget"]) for c in load_grid(path)["cells"]])
+
+def pilot_command(template, # the user's notebook
+                  budget: float, fraction: float = 0.1, # as `run_pilot`
+                  params: dict | None = None, # the template's own parameters (`--set`)
+                  arms=None, seeds=None, # only when not the defaults
+                  runs_root=None, # `--runs` (default: runs)
+                  flop_check: bool = False,
+                 ) -> str:
+    "The `race pilot` command line that runs the same pilot as `run_pilot(template, budget, fraction=..., params=..., ...)` (same grid, same cell ids)."
+    import shlex
+    parts = ["race", "pilot", str(template), "--budget", f"{budget:g}", "--fraction", f"{fraction:g}"]
+    if arms: parts += ["--arms", *arms]
+    if seeds and tuple(seeds) != PILOT_SEEDS: parts += ["--seeds", *map(str, seeds)]
+    if params: parts += ["--set", *(f"{k}={json.dumps(v)}" for k, v in params.items())]
+    if runs_root is not None: parts += ["--runs", str(runs_root)]
+    if flop_check: parts.append("--flop-check")
+    return shlex.join(parts)

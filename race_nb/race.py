@@ -738,7 +738,7 @@ def require_done(res: pd.DataFrame, runs_dir) -> pd.DataFrame:
 def diagnose_runs(runs_dir, targets=None, th: Thresholds = Thresholds()) -> pd.DataFrame:
     "Regime table of a grid's runs folder; targets (default): ours, or those a user template's finishing call recorded."
     from pathlib import Path
-    from race_nb.grid import aggregate, per_prompt_results
+    from race_nb.grid import aggregate, check_same_prompts, per_prompt_results
     res = require_done(aggregate(runs_dir, write=False), runs_dir)  # from the cells themselves: a stale results.parquet is never read
     if targets is None:
         targets = [t for t in TARGETS if t in res.columns and res[t].notna().any()]
@@ -748,9 +748,9 @@ def diagnose_runs(runs_dir, targets=None, th: Thresholds = Thresholds()) -> pd.D
     keys = config_keys(res)
     if "template" in res.columns and len(res):  # a user template's own parameters that vary form configurations too
         params = yaml.safe_load((Path(runs_dir) / res.cell.iloc[0] / "params.yaml").read_text())
-        within = {"template", "arm", "n", "m", "mu", "beta", "budget", "seed", "output_dir"}
+        within = {"template", "template_sha", "arm", "n", "m", "mu", "beta", "budget", "seed", "output_dir"}
         keys += [c for c in params if c not in within and c not in keys and c in res.columns and res[c].astype(str).nunique() > 1]
-    return diagnose(res, targets, th, per_prompt_results(runs_dir), keys=keys)
+    return diagnose(res, targets, th, check_same_prompts(per_prompt_results(runs_dir)), keys=keys)
 
 def format_regimes(tab: pd.DataFrame) -> str:
     "The regime table as text."

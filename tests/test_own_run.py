@@ -53,7 +53,7 @@ def test_race_pilot_on_a_user_notebook(tmp_path):
 
 
 def test_broken_templates_are_refused_before_anything_runs(tmp_path):
-    no_finish = variant(tmp_path, "nofinish", "metrics = finish_run(trainer", "metrics = dict(trainer=trainer")
+    no_finish = variant(tmp_path, "nofinish", "metrics = finish_run(trainer", "metrics = print(trainer")
     no_arm = variant(tmp_path, "noarm", '"mu: int = 1\\n",', '')
     for tpl, msg in ((no_finish, "never calls finish_run"), (no_arm, "lacks mu")):
         g = tmp_path / f"{tpl.stem}.yaml"
@@ -71,13 +71,16 @@ def test_failing_and_silent_templates_are_failed_cells_and_the_rest_go_on(tmp_pa
     "A cell that stops before its budget, or ends without metrics, is recorded failed with the reason; the other cells finish."
     tpl = variant(tmp_path, "short", "max_steps=100_000", "max_steps=(1 if mu == 2 else 100_000)")  # mu = 2: stops before its budget
     tpl.write_text(tpl.read_text().replace("metrics = finish_run(trainer", "metrics = dict.fromkeys(('digit_share', 'counts', 'rho', "
-                                           "'steps', 'flops_total', 'budget'), 0) if beta > 0 else finish_run(trainer"))  # beta > 0: no metrics
+                                           "'steps', 'flops_total', 'budget'), 0) if beta > 0 else finish_run(trainer")  # beta > 0: no metrics
+                   .replace("GRPOConfig(output_dir=str(out / \\\"trl\\\"), seed=seed,", "GRPOConfig(output_dir=str(out / \\\"trl\\\"), seed=(0 if n == 8 else seed),"))
+    assert "seed=(0 if n == 8" in tpl.read_text()  # n = 8: ignores its seed (issue 40: its seeds would be copies of one run)
     g = tmp_path / "broken.yaml"
-    g.write_text(f"name: broken\ntemplate: {tpl.name}\nfixed: {{completion_tokens: 8}}\naxes:\n  arm: [n4-m4, n4-m4-mu2, n4-m4-b0.04]\n"
-                 "budgets: [1.0e9]\nseeds: [0]\n")
-    st = grid_status(run_grid(g, runs_root=tmp_path / "runs", workers=2)).set_index("arm")
-    assert st.status.to_dict() == {"n4-m4": "done", "n4-m4-mu2": "failed", "n4-m4-b0.04": "failed"}, st
-    for arm, why in (("n4-m4-mu2", "raise max_steps"), ("n4-m4-b0.04", "without a valid metrics.json")):
+    g.write_text(f"name: broken\ntemplate: {tpl.name}\nfixed: {{completion_tokens: 8}}\naxes:\n  arm: [n4-m4, n4-m4-mu2, n4-m4-b0.04, n8-m4]\n"
+                 "budgets: [1.0e9]\nseeds: [1]\n")
+    st = grid_status(run_grid(g, runs_root=tmp_path / "runs", workers=2, min_cycles=2)).set_index("arm")
+    assert st.status.to_dict() == {"n4-m4": "done", "n4-m4-mu2": "failed", "n4-m4-b0.04": "failed", "n8-m4": "failed"}, st
+    for arm, why in (("n4-m4-mu2", "raise max_steps"), ("n4-m4-b0.04", "without a valid metrics.json"),
+                     ("n8-m4", "the trainer's seed=0, but the cell's seed is 1: pass seed=seed to GRPOConfig")):
         assert why in (tmp_path / "runs" / "broken" / st.loc[arm, "cell"] / "status.json").read_text(), arm
 
 
@@ -115,3 +118,42 @@ def test_a_pilot_that_buys_too_few_steps_is_refused_after_one_cell(tmp_path):
     assert "optimizer step(s); a call needs 4+" in err and "Raise --fraction to about" in err, err
     assert len(aggregate(tmp_path / "pilot-own_run")) == 1  # one probe cell ran, nothing more
     print(err)
+
+
+def test_an_edited_notebook_runs_again_and_cells_that_score_other_prompts_are_refused(tmp_path):
+    "Issue 40: a template's content is part of its cells' identity (the old cells set aside, the edited notebook's run); cells of one grid "
+    "that scored different prompts are refused by the call, not paired by position."
+    nb = tmp_path / "mine.ipynb"
+    nb.write_text(OWN.read_text())
+    g = tmp_path / "g.yaml"
+    g.write_text("name: mine\ntemplate: mine.ipynb\nfixed: {completion_tokens: 8}\naxes:\n  arm: [n4-m4]\nbudgets: [1.0e9]\nseeds: [1, 2]\n")
+    root = run_grid(g, runs_root=tmp_path / "runs", workers=2, min_cycles=2)
+    first = set(aggregate(root).cell)
+    old = 'held_out = rows[32:]'
+    assert old in nb.read_text()
+    nb.write_text(nb.read_text().replace(old, "held_out = rows[32:] if seed == 1 else rows[33:]"))  # seed 2 scores one prompt fewer
+    res = subprocess.run([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "2", "--min-cycles", "2"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and "mine.ipynb changed since 2 cell(s) ran" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+    cells = aggregate(root)
+    assert (cells.status == "done").all() and len(cells) == 2 and not set(cells.cell) & first, cells
+    assert {p.name for p in (root / "_superseded").iterdir()} == first
+    dg = subprocess.run([RACE, "diagnose", str(root)], capture_output=True, text=True)
+    assert dg.returncode == 1 and "1 of 2 cells scored other prompts than the rest" in dg.stderr, dg.stdout + dg.stderr
+    print(dg.stderr.strip().splitlines()[-1])
+
+
+def test_the_chapters_printed_command_runs_the_same_pilot(tmp_path):
+    "Issue 40: 10_own_run prints `pilot_command(...)` for its `run_pilot(...)`; that command plans the same cells (same ids), with arms around the notebook's own."
+    from race_nb.pilot import pilot_command, pilot_plan
+    pilot = dict(budget=1e10, fraction=0.1, params=dict(completion_tokens=8), runs_root=tmp_path)
+    ours = pilot_plan(OWN, **pilot)
+    assert sorted(ours.arm.unique()) == ["n4-m4", "n4-m4-mu2", "n8-m4"], ours  # around own_run's n = m = 4, mu = 1
+    cmd = pilot_command(OWN.relative_to(project_root()), **pilot).split()
+    assert cmd[:2] == ["race", "pilot"]
+    res = subprocess.run([RACE, *cmd[1:], "--plan"], capture_output=True, text=True, cwd=project_root())
+    assert res.returncode == 0, res.stderr
+    assert sorted(ours.cell) == sorted(l.split()[0] for l in res.stdout.splitlines()[1:]), res.stdout
+    (tmp_path / "pilot-own_run.yaml").write_text((tmp_path / "pilot-own_run.yaml").read_text().replace("n8-m4", "n16-m4"))  # the user edits it
+    res = subprocess.run([RACE, *cmd[1:], "--plan"], capture_output=True, text=True, cwd=project_root())
+    assert res.returncode == 1 and "was edited after race pilot wrote it" in res.stderr, res.stderr
