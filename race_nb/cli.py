@@ -25,6 +25,8 @@ def _grid_parser(sub) -> None:
     run.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
     run.add_argument("--cluster", default=None, help="submitit cluster (slurm executor; 'local' runs jobs locally)")
     run.add_argument("--min-cycles", type=float, default=5, help="refuse cells whose budget buys fewer generation cycles (default 5)")
+    run.add_argument("--report-to", nargs="+", default=None, metavar="TRACKER",
+                     help="trackers for every cell (tensorboard trackio wandb mlflow, or none), over the grid's tracking.report_to")
     run.add_argument("--cold-kernels", action="store_true", help="start every cell's kernel from scratch (default: fork them from a warm server holding the imports)")
     for sp in (run, ):
         sp.add_argument("--resources", nargs="+", default=None, metavar="KEY=VALUE",
@@ -35,9 +37,13 @@ def _grid_parser(sub) -> None:
     plan.add_argument("--peak", type=float, default=989e12, help="accelerator peak FLOP/s for the time estimate (default: H100 bf16 dense)")
     plan.add_argument("--mfu", type=float, default=0.25, help="sustained fraction of the peak assumed (default 0.25)")
     plan.add_argument("--resources", nargs="+", default=None, metavar="KEY=VALUE", help="resource overrides, as for grid run")
-    for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet")):
+    for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet"), ("watch", "a live table of the running cells")):
         g = grid.add_parser(name, help=hlp)
         g.add_argument("runs_dir", help="a grid's runs folder, e.g. runs/demo")
+        if name in ("status", "watch"):
+            if name == "status": g.add_argument("--watch", action="store_true", help="the live table of `race grid watch` instead")
+            g.add_argument("--interval", type=float, default=2.0, help="seconds between redraws of the live table (default 2)")
+            g.add_argument("--once", action="store_true", help="draw the live table once and exit")
 
 # %% ../nbs/20_cli.ipynb #51851cb2
 def _tool_parsers(sub) -> None:
@@ -238,10 +244,13 @@ def _grid_command(args) -> int:
     if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.peak, args.mfu, parse_resource_args(args.resources))
     if args.grid_command == "run":
         root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
-                        min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels)
+                        min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels, report_to=args.report_to)
         st = grid_status(root)
         print(st.status.value_counts().to_string())
         return 0 if (st.status == "done").all() else 1
+    if args.grid_command == "watch" or (args.grid_command == "status" and args.watch):
+        from race_nb.grid import watch
+        watch(args.runs_dir, args.interval, args.once); return 0
     if args.grid_command == "status":
         st = grid_status(args.runs_dir)
         print(st.drop(columns=["error"]).to_string(index=False))

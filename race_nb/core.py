@@ -13,8 +13,9 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %% auto #0
-__all__ = ['TRAINED', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive', 'check_choice',
-           'atomic_path', 'write_atomic', 'environ', 'trained_record', 'last_checkpoint', 'run_notebook']
+__all__ = ['TRAINED', 'RESUMES', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive',
+           'check_choice', 'atomic_path', 'write_atomic', 'environ', 'trained_record', 'last_checkpoint',
+           'checkpoint_resumes', 'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -103,6 +104,13 @@ def last_checkpoint(folder) -> Path | None:
     done = [p for p in Path(folder).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()
             and (p / "trainer_state.json").exists() and (p / "ledger.parquet").exists()]
     return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+RESUMES = "resumes.json" # in every checkpoint: the checkpoint step of each resume of its run so far (the one resume record, our cells' and a user's)
+
+def checkpoint_resumes(ckpt) -> list[int]:
+    "The resumes a checkpoint's run had made when it was written (empty: none, or no checkpoint)."
+    try: return [int(s) for s in json.loads((Path(ckpt) / RESUMES).read_text())] if ckpt else []
+    except (FileNotFoundError, json.JSONDecodeError): return []
 
 # %% ../nbs/00_core.ipynb #cfe69519
 QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise

@@ -108,6 +108,7 @@ class MilestoneEval(TrainerCallback):
         old = read_milestones(self.out)
         with atomic_path(self.out / MILESTONES) as tmp: (pd.concat([old, rows], ignore_index=True) if len(old) else rows).to_parquet(tmp, index=False)
         self.todo = [f for f in self.todo if f not in due]
+        self.tr._milestone_logs = {f"milestone/{t}": float(sum(v) / len(v)) for t, v in per.items() if len(v)}  # into this step's log record (trackers)
         self.seconds += time.time() - t0
 
 # %% ../nbs/06_eval.ipynb #cb25e7e9
@@ -229,11 +230,9 @@ def train_cell(cfg: CellConfig, out_dir,
     if milestones: trainer.add_callback(milestones)  # after the budget's callback: it sees the same step boundary
     if checkpoint:
         trainer.add_callback(CheckpointCallback(cell_arm(cfg).mu, checkpoint_steps, checkpoint_minutes, out / CHECKPOINT_REQUEST, spent_seconds=spent))
-    resumes = out / "trl" / "resumes.json"
-    resumed = (json.loads(resumes.read_text()) if ckpt and resumes.exists() else []) + ([int(ckpt.name.split("-")[-1])] if ckpt else [])
-    if ckpt: write_json(resumes, resumed)
     t0 = time.time()
-    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)  # the trainer keeps its resumes in its checkpoints (`resumed_from`)
+    resumed = list(trainer.resumed_from)
     rec = _write_trained(trainer, spent + time.time() - t0, resumed, out)
     trained = TrainedCell(trainer.model, trainer.processing_class, trainer.ledger, rec["steps"], rec["train_seconds"],
                           trainer.state.log_history, resumed, rec["signal"])

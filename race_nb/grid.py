@@ -9,22 +9,22 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
 from tqdm import tqdm
-from .core import atomic_path, check_positive, environ, last_checkpoint, project_root, trained_record, write_atomic
-from .config import ARMS, MIN_CYCLES_ENV, MODELS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
+from .core import atomic_path, check_positive, checkpoint_resumes, environ, last_checkpoint, project_root, trained_record, write_atomic
+from .config import ARMS, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, TRACKERS, MODELS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, TARGETS, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
            'ID_NEUTRAL', 'STATUSES', 'TEMPLATE', 'STOPPING', 'SUPERSEDED', 'LOW_SIGNAL', 'METRIC_COLUMNS', 'GridError',
-           'arm_name', 'arm_spec', 'parse_minutes', 'cell_resources', 'checkpointing', 'parse_resource_args',
-           'load_grid', 'cell_id', 'measured_rate', 'plan_grid', 'check_schedule', 'format_plan', 'read_status',
-           'set_status', 'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'template_path', 'run_one_cell',
-           'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid', 'grid_status', 'aggregate',
-           'per_prompt_results', 'check_same_prompts']
+           'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes', 'cell_resources', 'checkpointing',
+           'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate', 'plan_grid', 'check_schedule', 'format_plan',
+           'read_status', 'set_status', 'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'template_path',
+           'run_one_cell', 'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid', 'grid_status',
+           'watch_table', 'format_watch', 'watch', 'aggregate', 'per_prompt_results', 'check_same_prompts']
 
 # %% ../nbs/07_grid.ipynb #21dbffb5
-GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps")
+GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps", "tracking")
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(CellConfig))
 
 class GridError(ValueError):
@@ -98,6 +98,20 @@ def _check_sections(g: dict, fail) -> None:
     for sect, d in (("fixed", fixed), ("axes", axes)):
         for k in d:
             if k not in valid: fail(f"{sect}.{k}", f"unknown parameter; valid: {', '.join(valid)}")
+    if "tracking" in g: tracking_spec(g["tracking"], g["name"], lambda key, msg: fail(f"tracking.{key}" if key else "tracking", msg))
+
+def tracking_spec(tracking, grid_name: str, fail=None) -> dict:
+    "A grid's `tracking` block (or `--report-to`'s list) checked: report_to (one tracker or a list of TRACKERS, or none) and project (default: the grid's name)."
+    def bad(key, msg): raise GridError(f"tracking: {key}: {msg}" if key else f"tracking: {msg}")
+    fail = fail or bad
+    t = {"report_to": tracking} if isinstance(tracking, (str, list)) else tracking
+    if not isinstance(t, dict): fail(None, f"a mapping (report_to, project), a tracker or a list of them, got {tracking!r}")
+    if unknown := [k for k in t if k not in ("report_to", "project")]: fail(unknown[0], "unknown key; valid: report_to, project")
+    to = t.get("report_to", [])
+    to = [] if to in (None, "none", ["none"]) else [to] if isinstance(to, str) else to
+    if not isinstance(to, list) or (wrong := [r for r in to if r not in TRACKERS]):
+        fail("report_to", f"trackers among {', '.join(TRACKERS)} (or none), got {to!r}")
+    return dict(report_to=list(dict.fromkeys(to)), project=str(t.get("project") or grid_name))
 
 # %% ../nbs/07_grid.ipynb #1300c22d
 def _check_axes(g: dict, fail) -> None:
@@ -502,7 +516,7 @@ def _cell_env(params: dict, checkpoint: dict | None, cell_dir: Path):
     "While a cell's kernel starts: a user notebook's trainer gets the grid's checkpoint settings (RACE_CELL_CHECKPOINT) and its cell's folder (RACE_CELL_DIR: checked against the cell's params.yaml before it trains); the runner's environment is restored after."
     from race_nb.contract import CELL_DIR_ENV
     own = "template" in params
-    with environ(RACE_CELL_CHECKPOINT=json.dumps(checkpoint or {}) if own else None, **{CELL_DIR_ENV: str(cell_dir) if own else None}): yield
+    with environ(RACE_CELL_CHECKPOINT=json.dumps(checkpoint or {}) if own else None, **{CELL_DIR_ENV: str(cell_dir) if own else None, CELL_ID_ENV: cell_dir.name}): yield
 
 def _execute(cell_dir: Path, params: dict, kernel: str, checkpoint: dict | None = None) -> None:
     "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
@@ -709,6 +723,7 @@ def run_grid(grid_path, # grid YAML
              resources: dict | None = None, # resource overrides for every cell (`--resources KEY=VALUE`), over the grid's block
              min_cycles: float = 5, # refuse a grid whose cells buy fewer generation cycles (at full completion length)
              warm_kernels: bool = True, # local cells fork their kernels from a server holding their imports (`race_nb.kernels`)
+             report_to: list | None = None, # trackers for every cell's trainer (`--report-to`), over the grid's `tracking.report_to`
             ) -> Path:
     "Run every cell of a grid that is not done; return the grid's runs folder."
     from race_nb.core import check_choice
@@ -737,8 +752,14 @@ def run_grid(grid_path, # grid YAML
     print(f"grid {g['name']}: {len(g['cells'])} cells, {len(g['cells']) - len(todo)} already finished, {len(todo)} to run -> {root}")
     if todo:
         # the cells' trainers read these (workers, kernels and Slurm jobs inherit them); the caller's come back after
+        track = tracking_spec({**(g.get("tracking") if isinstance(g.get("tracking"), dict) else {"report_to": g.get("tracking")} if "tracking" in g else {}),
+                               **({"report_to": report_to} if report_to is not None else {})}, g["name"])
+        track.update(dir=str(root / "_tracking"), group=g["name"])  # TensorBoard's and trackio's files: beside the cells
         with environ(**{NO_SIGNAL_ENV: g.get("on_no_signal", ON_NO_SIGNAL[0]), NO_SIGNAL_STEPS_ENV: g.get("no_signal_steps", NO_SIGNAL_STEPS),
-                        MIN_CYCLES_ENV: min_cycles}):  # a user notebook's trainer checks min_cycles from its first measured step
+                        MIN_CYCLES_ENV: min_cycles,  # a user notebook's trainer checks min_cycles from its first measured step
+                        TRACK_ENV: json.dumps(track) if track["report_to"] else None,
+                        # trackio reads its folder when it is imported (the warm kernel server may import it): set before any kernel starts
+                        **({"TRACKIO_DIR": str(root / "_tracking" / "trackio")} if "trackio" in track["report_to"] else {})}):
             if executor == "local":
                 per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
                 _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
@@ -775,8 +796,8 @@ def _newest_checkpoint(cell_dir: Path) -> int | None:
 def _resumes(cell_dir: Path, rec: dict | None) -> int:
     "How many times the cell's training resumed from a checkpoint."
     if rec is not None: return len(rec.get("resumed_from", []))
-    try: return len(json.loads((cell_dir / "trl" / "resumes.json").read_text()))
-    except (FileNotFoundError, json.JSONDecodeError): return 0
+    if (cell_dir / "trl").is_dir(): return len(checkpoint_resumes(last_checkpoint(cell_dir / "trl")))  # as its newest checkpoint records them
+    return 0
 
 # %% ../nbs/07_grid.ipynb #c64ee8f7
 def grid_status(runs_dir) -> "pd.DataFrame":
@@ -799,6 +820,64 @@ def grid_status(runs_dir) -> "pd.DataFrame":
 
 LOW_SIGNAL = 0.1 # a trained cell learned from too little signal when fewer than this share of its groups had a non-zero advantage, on average
 
+def _progress(d: Path) -> dict:
+    "A cell's last progress record (`progress.json`: step, budget used, reward, rho, seconds per step, ETA), or {}."
+    try: return json.loads((d / "progress.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError): return {}
+
+def watch_table(runs_dir, # a grid's runs folder
+                recent: float = 300, # cells that ended within this many seconds stay in the table
+               ) -> tuple["pd.DataFrame", dict]:
+    "What `race grid watch` shows, from what the cells write (no server): one row per running or recently ended cell, and the grid's counts and ETA."
+    import pandas as pd
+    st, now = grid_status(runs_dir), time.time()
+    rows = []
+    for r in st.itertuples():
+        pr, d = _progress(Path(runs_dir) / r.cell), Path(runs_dir) / r.cell
+        ended = (d / "status.json").stat().st_mtime if r.status not in ("running", "pending") and (d / "status.json").exists() else None
+        if r.status == "running" or (ended is not None and now - ended <= recent):
+            rows.append(dict(cell=r.cell, arm=r.arm, seed=r.seed, status=r.status, budget_used=pr.get("budget_used"), steps=pr.get("step"),
+                             reward=pr.get("reward"), rho=pr.get("rho"), s_per_step=pr.get("seconds_per_step"),
+                             eta_s=pr.get("eta_seconds") if r.status == "running" else 0.0))
+    tab = pd.DataFrame(rows, columns=["cell", "arm", "seed", "status", "budget_used", "steps", "reward", "rho", "s_per_step", "eta_s"])
+    counts = st.status.value_counts().to_dict()
+    walls = st[st.status == "done"].wall_seconds.dropna()
+    run = tab[tab.status == "running"]
+    per_cell = float(walls.median()) if len(walls) else (float((run.eta_s / (1 - run.budget_used.clip(upper=0.99)) ).median())
+                                                        if len(run) and run.eta_s.notna().any() else None)
+    pending, slots = counts.get("pending", 0), max(1, len(run))
+    eta = None if per_cell is None else (float(run.eta_s.fillna(per_cell).sum()) + pending * per_cell) / slots
+    return tab, dict(counts=counts, cells=len(st), eta_seconds=eta, running=len(run))
+
+def _dur(s) -> str:
+    "Seconds as '42 s', '7 min', '3.2 h'."
+    if s is None or s != s: return "-"
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+def format_watch(runs_dir, tab, info: dict) -> str:
+    "The watch view as text: a header with the counts and the grid's ETA, then the table."
+    c = info["counts"]
+    head = (f"grid {Path(runs_dir).name}: {info['cells']} cells - " + ", ".join(f"{k} {c.get(k, 0)}" for k in ("done", "running", "pending", "failed"))
+            + "".join(f", {k} {v}" for k, v in c.items() if k not in ("done", "running", "pending", "failed"))
+            + f" - ETA {_dur(info['eta_seconds'])}" + (f" (at {info['running']} running)" if info["running"] else ""))
+    if not len(tab): return head + "\n(no cell running or recently ended)"
+    t = tab.assign(budget_used=[f"{u:.0%}" if u == u and u is not None else "-" for u in tab.budget_used],
+                   steps=[f"{s:.0f}" if s == s and s is not None else "-" for s in tab.steps],
+                   s_per_step=[f"{s:.1f}" if s == s and s is not None else "-" for s in tab.s_per_step], eta_s=[_dur(s) for s in tab.eta_s])
+    return head + "\n" + t.rename(columns={"budget_used": "budget", "s_per_step": "s/step", "eta_s": "ETA"}).to_string(
+        index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
+
+def watch(runs_dir, interval: float = 2.0, once: bool = False, out=None) -> dict:
+    "Redraw the watch view every `interval` seconds until no cell is running or pending (or Ctrl-C); returns the last counts."
+    import sys
+    out = out or sys.stdout
+    while True:
+        tab, info = watch_table(runs_dir)
+        out.write(("" if once else "\x1b[2J\x1b[H") + format_watch(runs_dir, tab, info) + "\n"); out.flush()
+        if once or not (info["counts"].get("running", 0) + info["counts"].get("pending", 0)): return info
+        try: time.sleep(interval)
+        except KeyboardInterrupt: return info
+
 METRIC_COLUMNS = TARGETS + tuple(f"{t}_warm" for t in TARGETS) + ("rho", "n", "m", "mu", "beta", "flops_total", "flops_search", "flops_learning", "flops_reward",
                   "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps", "signal_share", "no_signal_steps", "answer_share",
                   "train_seconds", "eval_seconds", "mean_completion_chars")
@@ -817,6 +896,9 @@ def aggregate(runs_dir, # a grid's runs folder
                    wall_seconds=st.get("wall_seconds"), error=st.get("evalue") or st.get("error"))
         own = tuple((m or {}).get("targets", ())) + tuple(k for k in (m or {}) if k.startswith("flopcounter_"))  # a user template's targets; FLOP checks
         for k in METRIC_COLUMNS + own: row[k] = (m or {}).get(k) if status == "done" else None  # a user template's own targets too
+        # what every grouping reads, whatever made the cell: its parameters' names (a user notebook's own too) and its targets
+        row.update(param_names=",".join(k for k, v in p.items() if not isinstance(v, dict)),
+                   targets=",".join((m or {}).get("targets") or [t for t in TARGETS if t in (m or {})]) if status == "done" else None)
         rows.append(row)
     df = pd.DataFrame(rows)
     if write and len(df):

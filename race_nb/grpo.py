@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from .core import atomic_path, check_positive, check_choice, last_checkpoint, write_atomic
+from .core import RESUMES, atomic_path, check_positive, check_choice, checkpoint_resumes, last_checkpoint, write_atomic
 from .contract import CELL_DIR_ENV, cell_mismatches
-from .config import Arm, ARMS, MIN_CYCLES_ENV, MODEL_REWARDS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
+from .config import Arm, ARMS, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, MODEL_REWARDS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
 from .rewards.core import Reward
@@ -19,13 +19,13 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'reward_model_flops',
+__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'reward_model_flops',
            'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho', 'cell_arm', 'max_variance_subset',
            'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'NoSignal',
            'NoSignalWarning', 'group_signal', 'no_signal_message', 'SignalWatch', 'peak_flops_of',
-           'charge_reward_model', 'ModelCharge', 'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles', 'CycleCheck',
-           'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts', 'build_trainer',
-           'count_by_component', 'whole_step_check']
+           'charge_reward_model', 'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer',
+           'ledger_logs', 'TooFewCycles', 'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
+           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #91dc54f3
 def reward_model_flops(reward: str, # reward system
@@ -137,12 +137,14 @@ class BudgetCallback(TrainerCallback):
 
 # %% ../nbs/05_grpo.ipynb #8dc44892
 class LedgerCheckpointCallback(TrainerCallback):
-    "Write the ledger into every checkpoint folder, so a resumed run continues it."
-    def __init__(self, ledger: FlopsLedger): self.ledger = ledger
+    "Write the ledger, and the run's resumes so far, into every checkpoint folder, so a resumed run continues both."
+    def __init__(self, ledger: FlopsLedger, trainer=None): self.ledger, self.trainer = ledger, trainer
     def on_save(self, args, state, control, **kw):
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
         ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if state.is_world_process_zero and ckpt.is_dir(): self.ledger.save(ckpt / "ledger.parquet")
+        if state.is_world_process_zero and ckpt.is_dir():
+            write_atomic(ckpt / RESUMES, json.dumps(getattr(self.trainer, "resumed_from", [])))
+            self.ledger.save(ckpt / "ledger.parquet")  # last: it marks the checkpoint complete (`last_checkpoint`)
 
 # %% ../nbs/05_grpo.ipynb #de9cd872
 class CellInterrupted(RuntimeError):
@@ -255,6 +257,12 @@ def _quiet_deprecations():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
         yield
+
+def _checkpointing(args) -> bool:
+    "Whether the trainer recomputes activations: transformers 5's `activation_checkpointing` (the old `gradient_checkpointing` name warns, and goes in v6)."
+    if "activation_checkpointing" in getattr(args, "__dataclass_fields__", {}):
+        return bool(args.activation_checkpointing) or bool(args.__dict__.get("gradient_checkpointing"))
+    return bool(args.gradient_checkpointing)
 
 PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
 
@@ -383,13 +391,62 @@ def _trainer_ledger(budget: float | None, ledger: FlopsLedger | None) -> FlopsLe
         ledger.budget = float(check_positive("budget", budget))
     return ledger
 
+PROGRESS = "progress.json" # a grid cell's last step, rewritten every optimizer step: what `race grid watch` reads
+
+def tracking_args(args, env=None) -> dict | None:
+    "In a grid cell with tracking (RACE_TRACK): set trl's `report_to` and `run_name` (the cell id) on `args`, and each tracker's own place (TensorBoard and trackio files under the runs folder; W&B and MLflow grouped by the grid). Returns the settings, or None."
+    env = os.environ if env is None else env
+    if not (spec := env.get(TRACK_ENV)): return None
+    t, cell = json.loads(spec), env.get(CELL_ID_ENV) or Path.cwd().name
+    if not t.get("report_to"): return None
+    args.report_to, args.run_name = list(t["report_to"]), cell
+    if hasattr(args, "project"): args.project = t["project"]
+    where = {"tensorboard": {"TENSORBOARD_LOGGING_DIR": str(Path(t["dir"]) / "tensorboard" / cell)},
+             "trackio": {"TRACKIO_DIR": str(Path(t["dir"]) / "trackio")},
+             "wandb": {"WANDB_PROJECT": t["project"], "WANDB_RUN_GROUP": t["group"], "WANDB_NAME": cell, "WANDB_RUN_ID": f"{t['group']}-{cell}",
+                       "WANDB_RESUME": "allow"},  # a resumed cell continues its run
+             "mlflow": {"MLFLOW_EXPERIMENT_NAME": t["project"], "MLFLOW_RUN_NAME": cell, "MLFLOW_TAGS": json.dumps({"grid": t["group"]})}}
+    for r in t["report_to"]: os.environ.update(where.get(r, {}))  # read by transformers' callbacks when the trainer builds them
+    return t
+
+class TrackingCallback(TrainerCallback):
+    "A grid cell's tracked run: the cell's parameters as the run's config; on a resume, TensorBoard purges the steps after the checkpoint (they are trained again, not repeated); each step's progress for `race grid watch`."
+    def __init__(self, trainer, track: dict | None): self.tr, self.track, self.t0 = trainer, track, None
+
+    def _tb(self):
+        from transformers.integrations import TensorBoardCallback
+        return next((cb for cb in self.tr.callback_handler.callbacks if isinstance(cb, TensorBoardCallback)), None)
+
+    def resuming(self, step: int) -> None:
+        "Before training resumes from checkpoint `step`: TensorBoard's writer starts with purge_step = step + 1."
+        if (tb := self._tb()) is not None and getattr(tb, "_SummaryWriter", None) is not None:
+            tb._SummaryWriter = functools.partial(tb._SummaryWriter, purge_step=step + 1)
+
+    def on_train_begin(self, args, state, control, **kw):
+        self.t0 = (time.time(), state.global_step)
+        if not self.track or not (Path.cwd() / "params.yaml").exists(): return
+        params = (Path.cwd() / "params.yaml").read_text()
+        if (tb := self._tb()) is not None and tb.tb_writer is not None: tb.tb_writer.add_text("race/params", f"```yaml\n{params}```")
+        if "trackio" in self.track["report_to"]:
+            import trackio, yaml
+            trackio.config.update({f"race/{k}": v for k, v in (yaml.safe_load(params) or {}).items()}, allow_val_change=True)
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        if os.environ.get(CELL_ID_ENV) is None or not logs or any(k.startswith("eval_") for k in logs): return
+        led, (t0, s0) = self.tr.ledger, self.t0 or (time.time(), 0)
+        per = (time.time() - t0) / (state.global_step - s0) if state.global_step > s0 else None
+        used = led.total / led.budget if led.budget else None
+        eta = per * state.global_step * (1 - used) / used if per and used else None  # steps so far, scaled to the budget left
+        write_atomic(Path.cwd() / PROGRESS, json.dumps(dict(step=state.global_step, budget_used=used, rho=led.rho, reward=logs.get("reward"),
+                                                          seconds_per_step=per, eta_seconds=eta, time=time.time())))
+
 def _add_ledger_callbacks(trainer, ledger: FlopsLedger) -> None:
     "With a budget, the budget bar replaces trl's step bar (max_steps is only a cap) and stops training; the ledger is saved with every checkpoint."
     if ledger.budget:
         for cb in list(trainer.callback_handler.callbacks):
             if type(cb).__name__ in ("ProgressCallback", "NotebookProgressCallback"): trainer.remove_callback(cb)
         trainer.add_callback(BudgetCallback(ledger))
-    trainer.add_callback(LedgerCheckpointCallback(ledger))
+    trainer.add_callback(LedgerCheckpointCallback(ledger, trainer))
 
 # %% ../nbs/05_grpo.ipynb #61cb2fe6
 class LedgerGRPOTrainer(GRPOTrainer):
@@ -406,6 +463,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
                  no_signal_steps: int | None = None, # optimizer steps in a row without a group of non-zero advantage (None: the grid's, else 16)
                  **kwargs):
         ledger = _trainer_ledger(budget, ledger)
+        track = tracking_args(kwargs["args"] if "args" in kwargs else args[2]) if "args" in kwargs or len(args) > 2 else None
         with _quiet_deprecations(): super().__init__(*args, **kwargs)
         self.ledger, self.report_card = ledger, report_card
         self.policy_flops = policy_flops or ModelFlops.from_model(self.model)
@@ -423,6 +481,8 @@ class LedgerGRPOTrainer(GRPOTrainer):
         self.signal_watch = SignalWatch(self, no_signal_steps or int(os.environ.get(NO_SIGNAL_STEPS_ENV) or NO_SIGNAL_STEPS),
                                         on_no_signal or os.environ.get(NO_SIGNAL_ENV) or ON_NO_SIGNAL[0])
         self.add_callback(self.signal_watch)
+        self.tracking = TrackingCallback(self, track)  # after the trackers trl built: it writes into their runs
+        self.add_callback(self.tracking)
 
 # %% ../nbs/05_grpo.ipynb #76ea0759
 @patch
@@ -519,7 +579,7 @@ def compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, n
         (B, P), C = inputs["prompt_ids"].shape, inputs["completion_ids"].shape[1]
         hp = self._head_positions(B, P + C, inputs["completion_mask"])
         useful = int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
-        mf, gc = self.policy_flops, bool(self.args.gradient_checkpointing)
+        mf, gc = self.policy_flops, _checkpointing(self.args)
         flops = mf.train_step(B, P + C, head_positions=hp, head_recompute=True, input_grads=gc and mf.lora is not None)
         if gc: flops += mf.recompute(B, P + C)  # checkpointed layers rerun their forward in backward
         self._pending_update = dict(flops=flops,
@@ -564,6 +624,7 @@ def log(self: LedgerGRPOTrainer, logs: dict, start_time: float | None = None) ->
     "trl's log record, with the ledger's numbers added to training records."
     if not any(k.startswith("eval_") for k in logs):
         logs.update(ledger_logs(self.ledger, self._logged, self.state.global_step, self.peak_flops))
+        logs.update(self.__dict__.pop("_milestone_logs", {}))  # a milestone evaluation made at this step (`MilestoneEval`)
         if (sig := getattr(self, "_signal", None)) is not None:  # the learning signal of the last generation batch
             logs["signal/nonzero_adv_groups"] = sig["groups"]
             if sig["answered"] is not None: logs["signal/answer_share"] = sig["answered"]
@@ -616,7 +677,8 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
                                                  request_file=Path.cwd() / CHECKPOINT_REQUEST))  # the kernel runs in the cell folder
             if ckpt is None: ckpt = True
     if ckpt is True: ckpt = last_checkpoint(self.args.output_dir) if Path(self.args.output_dir).is_dir() else None
-    self.resumed_from = [int(Path(ckpt).name.split("-")[-1])] if ckpt else []
+    self.resumed_from = checkpoint_resumes(ckpt) + [int(Path(ckpt).name.split("-")[-1])] if ckpt else []  # every resume so far, this one last
+    if ckpt and hasattr(self, "tracking"): self.tracking.resuming(self.resumed_from[-1])
     if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
         self.ledger.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet"))
         self._flos_seen = self.ledger.total
@@ -635,6 +697,8 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
     return out
 
 # %% ../nbs/05_grpo.ipynb #4e215c5d
+_CKPT_FIELD = "activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__ else "gradient_checkpointing"
+
 def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
     "trl's GRPOConfig for a cell: one optimizer step per update pass over the whole kept batch, in `micro_batches` micro-batches."
     cuda = torch.cuda.is_available()
@@ -646,7 +710,7 @@ def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
         warnings.simplefilter("ignore", FutureWarning)
         return GRPOConfig(
             output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, use_cpu=not cuda, bf16=cuda and cfg.dtype != "float32",
-            gradient_checkpointing=cfg.gradient_checkpointing, report_to="none", save_strategy="no", save_total_limit=2, logging_steps=1, disable_tqdm=True,
+            **{_CKPT_FIELD: cfg.gradient_checkpointing}, report_to="none", save_strategy="no", save_total_limit=2, logging_steps=1, disable_tqdm=True,
             per_device_train_batch_size=batch // G, gradient_accumulation_steps=G, steps_per_generation=G, **vllm,
             num_generations=arm.n, num_iterations=arm.mu, beta=arm.beta, max_completion_length=cfg.max_completion_length,
             temperature=cfg.temperature, learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0,

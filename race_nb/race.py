@@ -13,10 +13,10 @@ from .core import check_choice, check_positive
 from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
 
 # %% auto #0
-__all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'CALLS', 'PAPER', 'pilot_grid', 'fit_curve',
-           'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'synthetic_results', 'Thresholds',
-           'rho_prime', 'arm_values', 'contrast_components', 'paired_interval', 'null_arms', 'calibration_table',
-           'update_sides', 'update_call', 'config_keys', 'select_config', 'group_keys', 'diagnose',
+__all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'NOT_CONFIG', 'CALLS', 'PAPER', 'pilot_grid',
+           'fit_curve', 'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'synthetic_results',
+           'Thresholds', 'rho_prime', 'arm_values', 'contrast_components', 'paired_interval', 'null_arms',
+           'calibration_table', 'update_sides', 'update_call', 'config_keys', 'select_config', 'group_keys', 'diagnose',
            'detectable_difference', 'power_table', 'cohen_kappa', 'kappa_note', 'call_validation', 'validate',
            'validation_summary', 'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test',
            'argmax_frequencies', 'disagreement_pattern', 'size_bought', 'size_coupling', 'require_done',
@@ -334,9 +334,12 @@ def _recommend(g: pd.DataFrame, target: str, call: dict) -> dict:
 # %% ../nbs/08_race.ipynb #4de61784
 WITHIN_CONFIG = ("arm", "target_rho", "seed", "budget") # cell parameters that vary within a configuration (or between pilot and full)
 
+NOT_CONFIG = ("n", "m", "mu", "beta", "template", "template_sha", "output_dir") # parameters that name an arm, or a notebook's file, not a configuration
+
 def config_keys(*tables: pd.DataFrame) -> list[str]:
-    "Columns naming a configuration: model, reward, and every other cell parameter that varies within one of `tables`."
-    params = [f.name for f in dataclasses.fields(CellConfig) if f.name not in ("model", "reward") + WITHIN_CONFIG]
+    "Columns naming a configuration: model, reward, and every other cell parameter (ours, or a user notebook's own: `aggregate`'s param_names) that varies within one of `tables`."
+    own = [k for t in tables if "param_names" in t for s in t.param_names.dropna().unique() for k in str(s).split(",") if k]
+    params = [k for k in dict.fromkeys([f.name for f in dataclasses.fields(CellConfig)] + own) if k not in ("model", "reward") + WITHIN_CONFIG + NOT_CONFIG]
     varies = lambda t, c: c in t.columns and t[c].astype(str).nunique() > 1
     return ["model", "reward"] + [c for c in params if any(varies(t, c) for t in tables)]
 
@@ -736,21 +739,13 @@ def require_done(res: pd.DataFrame, runs_dir) -> pd.DataFrame:
     return res
 
 def diagnose_runs(runs_dir, targets=None, th: Thresholds = Thresholds()) -> pd.DataFrame:
-    "Regime table of a grid's runs folder; targets (default): ours, or those a user template's finishing call recorded."
+    "Regime table of a grid's runs folder, by `config_keys` (a user notebook's own varied parameters too); targets (default): those the cells recorded."
     from pathlib import Path
     from race_nb.grid import aggregate, check_same_prompts, per_prompt_results
     res = require_done(aggregate(runs_dir, write=False), runs_dir)  # from the cells themselves: a stale results.parquet is never read
-    if targets is None:
-        targets = [t for t in TARGETS if t in res.columns and res[t].notna().any()]
-        if not targets and "template" in res.columns:
-            from race_nb.pilot import run_targets
-            targets = run_targets(res, runs_dir)
-    keys = config_keys(res)
-    if "template" in res.columns and len(res):  # a user template's own parameters that vary form configurations too
-        params = yaml.safe_load((Path(runs_dir) / res.cell.iloc[0] / "params.yaml").read_text())
-        within = {"template", "template_sha", "arm", "n", "m", "mu", "beta", "budget", "seed", "output_dir"}
-        keys += [c for c in params if c not in within and c not in keys and c in res.columns and res[c].astype(str).nunique() > 1]
-    return diagnose(res, targets, th, check_same_prompts(per_prompt_results(runs_dir)), keys=keys)
+    if targets is None:  # the cells' own (aggregate's `targets`: ours, or what a user notebook's finish_run recorded), in order
+        targets = list(dict.fromkeys(t for s in res.targets.dropna() for t in str(s).split(",") if t and t in res.columns))
+    return diagnose(res, targets, th, check_same_prompts(per_prompt_results(runs_dir)))
 
 def format_regimes(tab: pd.DataFrame) -> str:
     "The regime table as text."

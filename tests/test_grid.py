@@ -37,18 +37,59 @@ def done_lines(cell: Path) -> int:
 def test_micro_grid_runs_and_aggregates(tmp_path, monkeypatch):
     t0 = time.time()
     monkeypatch.chdir(tmp_path)
-    root = run_grid(micro(tmp_path, "micro"), runs_root="runs", workers=2)  # a relative runs root, as `race demo` uses
+    root = run_grid(micro(tmp_path, "micro"), runs_root="runs", workers=2, report_to=["tensorboard", "trackio"])  # a relative runs root, as `race demo` uses
     df = aggregate(root)
+    tracked_runs_equal_log_histories(root, df.cell)
     assert (root / "results.parquet").exists() and len(pd.read_parquet(root / "results.parquet")) == 4
     assert (df.status == "done").all(), df[["cell", "status", "error"]]
     assert df.rho.between(0.05, 0.95).all() and (df.flops_total >= df.budget).all()
     for cell in root.iterdir():
-        if cell.is_dir():
+        if cell.is_dir() and not cell.name.startswith("_"):  # _tracking: the trackers' files
             assert {"params.yaml", "out.ipynb", "metrics.json", "ledger.parquet", "status.json"} <= {p.name for p in cell.iterdir()}
     # finished cells are never run again
     run_grid(micro(tmp_path, "micro"), runs_root=tmp_path / "runs", workers=2, min_cycles=0)
-    assert all(done_lines(c) == 1 for c in root.iterdir() if c.is_dir())
+    assert all(done_lines(c) == 1 for c in root.iterdir() if c.is_dir() and not c.name.startswith("_"))
     print(f"micro grid: {time.time() - t0:.1f} s")
+
+
+def watch_in_tmux(root):
+    "`race grid watch ROOT` in a detached tmux session; returns a function reading the screen (stop=True ends it), or None without tmux."
+    import shutil
+    if not shutil.which("tmux"):
+        if os.environ.get("RACE_REQUIRE_TMUX") == "1": pytest.fail("tmux is required here (RACE_REQUIRE_TMUX=1)")
+        return None
+    name = f"watch{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "220", "-y", "50", f"{RACE} grid watch {root} --interval 0.5"], check=True)
+    def screen(stop=False):
+        if stop: subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True); return ""
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
+    return screen
+
+
+def tracked_runs_equal_log_histories(root, cells):
+    "Issue 39: each cell one TensorBoard run and one trackio run (offline, under the runs folder), named by the cell id, in the grid's "
+    "project, with the cell's parameters as config; every flops/* key of the log history read back by each tracker's own reader, step by step."
+    import importlib
+    from test_resume import tensorboard_scalars
+    os.environ["TRACKIO_DIR"] = str(root / "_tracking" / "trackio")  # where the cells wrote; trackio reads its folder at import
+    import trackio.utils, trackio.sqlite_storage
+    importlib.reload(trackio.utils); importlib.reload(trackio.sqlite_storage)
+    from trackio.sqlite_storage import SQLiteStorage
+    first = lambda pairs: list(dict((s, v) for s, v in reversed(pairs)).items())[::-1]  # one value per step (trl's summary repeats the last)
+    runs = SQLiteStorage.get_runs(root.name)
+    assert sorted(r if isinstance(r, str) else r["name"] for r in runs) == sorted(cells), runs
+    for c in cells:
+        hist = [r for r in json.loads((root / c / "log_history.json").read_text()) if "flops/search" in r]
+        tb = tensorboard_scalars(root / "_tracking" / "tensorboard" / c)
+        logs = [r for r in SQLiteStorage.get_logs(root.name, c) if "train/flops/search" in r]
+        keys = [k for k in hist[0] if k.startswith("flops/")]
+        assert len(keys) >= 6, keys
+        for k in keys:
+            want = first([(r["step"], r[k]) for r in hist if k in r])
+            for name, got in (("tensorboard", first(tb["train/" + k])), ("trackio", first([(r["train/global_step"], r["train/" + k]) for r in logs if "train/" + k in r]))):
+                assert [s for s, _ in got] == [s for s, _ in want], (name, c, k, got, want)
+                assert all(abs(a - b) <= 1e-6 * max(1.0, abs(b)) for (_, a), (_, b) in zip(got, want)), (name, c, k)
+        assert SQLiteStorage.get_run_config(root.name, c)["race/arm"] in ("n8-m8", "n8-m4")
 
 
 def test_sigkill_mid_grid_then_resume(tmp_path):
@@ -57,11 +98,23 @@ def test_sigkill_mid_grid_then_resume(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     root = runs / "crash"
     deadline = time.time() + 240
+    while time.time() < deadline and not (root.exists() and any(root.iterdir())): time.sleep(0.2)
+    tmux = watch_in_tmux(root)  # issue 39: the live view, in a real terminal, while the grid runs
+    screens = []
     while time.time() < deadline:  # kill once a cell is done and others are still to do
         st = grid_status(root) if root.exists() and any(root.iterdir()) else None
+        if tmux and st is not None and (st.status == "running").any(): screens.append(tmux())
         if st is not None and (st.status == "done").sum() >= 1 and (st.status != "done").sum() >= 1: break
         time.sleep(0.5)
+    if tmux: screens.append(tmux()); tmux(stop=True)
     proc.send_signal(signal.SIGKILL); proc.wait()
+    if tmux:  # rows read back from the terminal: the header's counts, a running cell with its budget share, steps, reward, rho, ETA
+        rows = [l for scr in screens for l in scr.splitlines() if " running " in l and "%" in l]
+        assert any(s.startswith("grid crash: 4 cells - done ") for scr in screens for s in scr.splitlines()), screens[-1]
+        assert rows, "\n---\n".join(screens[-3:])
+        cell, arm, seed, status, budget, steps, reward, rho, per, *eta = rows[-1].split()
+        assert cell in set(grid_status(root).cell) and arm in ("n8-m8", "n8-m4") and budget.endswith("%") and int(steps) >= 1, rows[-1]
+        assert 0 <= float(rho) <= 1 and float(per) > 0, rows[-1]
     before = grid_status(root)
     assert (before.status != "done").any(), "the grid finished before it could be killed"
     # a half-written result never counts: corrupt one unfinished cell's metrics

@@ -75,7 +75,7 @@ def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path, reference):
     ref = reference
     g = grid(tmp_path, "ck")
     root = tmp_path / "runs" / "ck"
-    seen = kill_at_checkpoint([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1"], root, 12)
+    seen = kill_at_checkpoint([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1", "--report-to", "tensorboard"], root, 12)
     assert seen is not None, "training ended before a checkpoint at step 12"
     cell = only_cell(root)
     assert not (cell / "trained.json").exists(), "killed after training: nothing to resume"
@@ -84,12 +84,33 @@ def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path, reference):
     deadline = time.time() + 60  # the orphaned kernel dies with its parent and releases the lock
     while (st := grid_status(root)).status.iloc[0] == "running" and time.time() < deadline: time.sleep(0.2)
     assert st.status.iloc[0] == "stale" and st.checkpoint.iloc[0] == at_kill
-    run_grid(g, runs_root=tmp_path / "runs", workers=1)
+    run_grid(g, runs_root=tmp_path / "runs", workers=1, report_to=["tensorboard"])
     rec = json.loads((cell / "trained.json").read_text())
     assert rec["resumed_from"] == [at_kill]  # the newest complete checkpoint: at most 4 steps (one interval) redone
     same_run(ref, cell)
     assert not (cell / "trl").exists()  # checkpoints are removed once the training stage is written
-    print(f"killed with checkpoint-{at_kill} on disk; resumed from it; metrics and ledger equal the uninterrupted run's")
+    # issue 39: one tracked run per cell (named by its id), its steps continuing after the resume, none repeated, equal to the log history
+    (tb,) = list((root / "_tracking" / "tensorboard").iterdir())
+    assert tb.name == cell.name and len(list(tb.glob("events.out.tfevents.*"))) == 2  # the killed attempt's file and the resumed one's
+    logged = tensorboard_scalars(tb)
+    hist = [r for r in json.loads((cell / "log_history.json").read_text()) if "flops/search" in r]
+    keys = [k for k in hist[-1] if k.startswith("flops/")]
+    assert len(keys) >= 6, keys
+    for k in keys:
+        want = [(r["step"], r[k]) for r in hist if k in r]
+        got = logged.get(k) or logged["train/" + k]  # transformers writes training records under train/
+        assert [s for s, _ in got] == [s for s, _ in want], (k, got, want)  # every step once, in order
+        assert all(abs(a - b) <= 1e-6 * max(1.0, abs(b)) for (_, a), (_, b) in zip(got, want)), k
+    print(f"killed with checkpoint-{at_kill} on disk; resumed from it; metrics and ledger equal the uninterrupted run's; "
+          f"TensorBoard: {len(keys)} flops/* keys x {len(hist)} steps equal the log history")
+
+
+def tensorboard_scalars(folder) -> dict:
+    "Every scalar series of a TensorBoard run folder, read by TensorBoard's own reader (which purges steps a restarted writer replaced)."
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    ea = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    ea.Reload()
+    return {k: [(e.step, e.value) for e in ea.Scalars(k)] for k in ea.Tags()["scalars"]}
 
 
 def test_failed_evaluation_keeps_training_and_retries_only_evaluation(tmp_path, reference):
