@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 STAMP := $(VENV)/.race_nb-installed
+PYTEST_WORKERS ?= 2  # pytest-xdist workers: tests that share an expensive fixture stay on one (xdist_group)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
@@ -44,7 +45,7 @@ nbtest: setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/nbdev_test --do_print --timing
 
 pytest: setup
-	$(BIN)/python -m pytest -q --durations=12 tests
+	$(BIN)/python -m pytest -q --durations=25 -n $(PYTEST_WORKERS) --dist loadgroup tests
 
 export: setup
 	$(BIN)/nbdev_export

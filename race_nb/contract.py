@@ -165,7 +165,7 @@ def finish_run(trainer, # the LedgerGRPOTrainer that trained, under its budget
                **extra, # other JSON-able values to keep in metrics.json
               ) -> dict:
     "Write a cell's outputs as our own cells do (metrics.json last); refuse a run that missed its budget, its arm, its seed or its folder. Returns the metrics."
-    from race_nb.eval import versions, write_json, write_per_prompt
+    from race_nb.core import versions, write_json, write_per_prompt
     out = Path(output_dir or ".")
     out.mkdir(parents=True, exist_ok=True)
     means, per = _targets(targets)

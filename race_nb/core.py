@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #f9d5a9b2
 from __future__ import annotations
-import contextlib, json, logging, math, os, threading, warnings
+import contextlib, fcntl, hashlib, json, logging, math, os, threading, warnings
 from numbers import Number
 from pathlib import Path
 
@@ -15,7 +15,8 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 # %% auto #0
 __all__ = ['TRAINED', 'RESUMES', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive',
            'check_choice', 'atomic_path', 'write_atomic', 'environ', 'trained_record', 'last_checkpoint',
-           'checkpoint_resumes', 'run_notebook']
+           'checkpoint_resumes', 'cache_dir', 'artifact_key', 'file_lock', 'versions', 'write_json', 'write_per_prompt',
+           'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -111,6 +112,46 @@ def checkpoint_resumes(ckpt) -> list[int]:
     "The resumes a checkpoint's run had made when it was written (empty: none, or no checkpoint)."
     try: return [int(s) for s in json.loads((Path(ckpt) / RESUMES).read_text())] if ckpt else []
     except (FileNotFoundError, json.JSONDecodeError): return []
+
+# %% ../nbs/00_core.ipynb #2bc4eb52
+def cache_dir() -> Path:
+    "Folder for built artifacts (`RACE_NB_CACHE`, default `~/.cache/race_nb`)."
+    return Path(os.environ.get("RACE_NB_CACHE") or Path.home() / ".cache" / "race_nb").expanduser()
+
+# %% ../nbs/00_core.ipynb #ddc43e7f
+def artifact_key(*parts) -> str:
+    "A short stable hash of JSON-serialisable parts."
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+# %% ../nbs/00_core.ipynb #0c709916
+@contextlib.contextmanager
+def file_lock(path: Path):
+    "Exclusive inter-process lock on `path` (created when missing)."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+# %% ../nbs/00_core.ipynb #8d40350d
+def versions() -> dict:
+    "Versions of the software a result depends on."
+    import platform, importlib.metadata as md, torch
+    out = {p: md.version(p) for p in ("torch", "transformers", "trl", "peft", "race_nb")}
+    return {**out, "python": platform.python_version(), "threads": torch.get_num_threads()}
+
+# %% ../nbs/00_core.ipynb #890ca1c4
+def write_json(path, obj) -> Path:
+    "Write JSON atomically (temporary file, then rename)."
+    return write_atomic(path, json.dumps(obj, indent=2, default=float))
+
+# %% ../nbs/00_core.ipynb #54021c74
+def write_per_prompt(path, per_prompt: dict, ids=None) -> Path:
+    "Each target's value per evaluation prompt (columns target, prompt, value), written atomically; `ids`: the prompts' ids (default: their positions)."
+    import pandas as pd
+    df = pd.DataFrame([dict(target=t, prompt=i if ids is None else ids[i], value=float(v)) for t, vals in per_prompt.items() for i, v in enumerate(vals)])
+    with atomic_path(path) as tmp: df.to_parquet(tmp, index=False)
+    return Path(path)
 
 # %% ../nbs/00_core.ipynb #cfe69519
 QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise

@@ -8,20 +8,21 @@ import dataclasses, gc, importlib.metadata as md, json, platform, shutil, time
 from pathlib import Path
 import torch
 from transformers import TrainerCallback
-from .core import TRAINED, atomic_path, trained_record, write_atomic
+from .core import TRAINED, atomic_path, trained_record, versions, write_atomic, write_json, write_per_prompt
 from .flops import FlopsLedger
 from .config import CellConfig, TARGETS
 from .data import load_spec
 from .grpo import build_trainer, cell_arm
-from .models import cache_dir, artifact_key, file_lock, format_prompt, generate, load_policy
+from .core import artifact_key, cache_dir, file_lock
+from .models import format_prompt, generate, load_policy
 from .data import grade
 from .rewards import make_reward
 from .rewards.prm import release_scorers
 
 # %% auto #0
 __all__ = ['MILESTONES', 'MILESTONE_TARGETS', 'greedy_pass1', 'evaluate', 'milestone_fractions', 'read_milestones',
-           'MilestoneEval', 'warm_baseline', 'versions', 'write_json', 'write_per_prompt', 'cell_metrics',
-           'save_adapter', 'TrainedCell', 'train_cell', 'finish_cell', 'run_cell']
+           'MilestoneEval', 'warm_baseline', 'cell_metrics', 'save_adapter', 'TrainedCell', 'train_cell', 'finish_cell',
+           'run_cell']
 
 # %% ../nbs/06_eval.ipynb #88e2233a
 def _generate_charged(model, tok, prompts, ledger, step, mf, phase, **kw) -> list[str]:
@@ -130,25 +131,6 @@ def warm_baseline(cfg: CellConfig,
         res = {k: v for k, v in evaluate(model, tok, cfg).items() if k != "per_prompt"}
         path.write_text(json.dumps(res))
     return res
-
-# %% ../nbs/06_eval.ipynb #8d40350d
-def versions() -> dict:
-    "Versions of the software a result depends on."
-    out = {p: md.version(p) for p in ("torch", "transformers", "trl", "peft", "race_nb")}
-    return {**out, "python": platform.python_version(), "threads": torch.get_num_threads()}
-
-# %% ../nbs/06_eval.ipynb #890ca1c4
-def write_json(path, obj) -> Path:
-    "Write JSON atomically (temporary file, then rename)."
-    return write_atomic(path, json.dumps(obj, indent=2, default=float))
-
-# %% ../nbs/06_eval.ipynb #54021c74
-def write_per_prompt(path, per_prompt: dict, ids=None) -> Path:
-    "Each target's value per evaluation prompt (columns target, prompt, value), written atomically; `ids`: the prompts' ids (default: their positions)."
-    import pandas as pd
-    df = pd.DataFrame([dict(target=t, prompt=i if ids is None else ids[i], value=float(v)) for t, vals in per_prompt.items() for i, v in enumerate(vals)])
-    with atomic_path(path) as tmp: df.to_parquet(tmp, index=False)
-    return Path(path)
 
 # %% ../nbs/06_eval.ipynb #45677f35
 def cell_metrics(cfg: CellConfig, ledger: FlopsLedger, targets: dict, baseline: dict, steps: int, train_seconds: float) -> dict:

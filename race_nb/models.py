@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
 from tqdm import tqdm
-from .core import check_positive, check_choice, shipped_path
+from .core import artifact_key, cache_dir, check_positive, check_choice, file_lock, shipped_path
 from .data import ARITH_SPECS, arith_records, grade, teacher_solution
 from .config import TINY_POLICIES, is_checkpoint_ref, model_entry
 from .flops import FlopsLedger, ModelFlops, load_config
@@ -19,9 +19,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'ALPHABET', 'SPECIAL_TOKENS', 'MATH_SYSTEM_PROMPT', 'check_alphabet', 'char_tokenizer', 'load_tokenizer',
            'is_offline', 'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'generate', 'pass_at_1',
-           'WarmStartConfig', 'cache_dir', 'artifact_key', 'file_lock', 'tiny_model', 'environment_fingerprint',
-           'warm_start_key', 'shipped_weights', 'warm_start', 'torch_dtype', 'default_device', 'load_policy',
-           'warm_start_table']
+           'WarmStartConfig', 'tiny_model', 'environment_fingerprint', 'warm_start_key', 'shipped_weights',
+           'warm_start', 'torch_dtype', 'default_device', 'load_policy', 'warm_start_table']
 
 # %% ../nbs/03_models.ipynb #cae7af15
 ALPHABET = "0123456789+-=#:Q \n"
@@ -162,26 +161,6 @@ class WarmStartConfig:
     n_train: int = 20000 # prompts of the `pretrain` split (3-6 operands) drawn from
     seed: int = 0 # seed of data, initialisation and order
     version: int = 1 # bump when the recipe's code changes
-
-# %% ../nbs/03_models.ipynb #2bc4eb52
-def cache_dir() -> Path:
-    "Folder for built artifacts (`RACE_NB_CACHE`, default `~/.cache/race_nb`)."
-    return Path(os.environ.get("RACE_NB_CACHE") or Path.home() / ".cache" / "race_nb").expanduser()
-
-# %% ../nbs/03_models.ipynb #ddc43e7f
-def artifact_key(*parts) -> str:
-    "A short stable hash of JSON-serialisable parts."
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-# %% ../nbs/03_models.ipynb #0c709916
-@contextlib.contextmanager
-def file_lock(path: Path):
-    "Exclusive inter-process lock on `path` (created when missing)."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try: yield
-        finally: fcntl.flock(f, fcntl.LOCK_UN)
 
 # %% ../nbs/03_models.ipynb #87f83006
 def tiny_model(name: str, seed: int = 0):

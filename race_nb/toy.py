@@ -137,7 +137,7 @@ def _build(name: str, out: Path, data_dir) -> None:
 def _tokenizer(data_dir=None):
     "The shared toy tokenizer (trained once into the cache)."
     from transformers import AutoTokenizer
-    from race_nb.models import cache_dir, file_lock
+    from race_nb.core import cache_dir, file_lock
     folder = cache_dir() / "toy" / f"tokenizer-v{TOY_VERSION}-{TOY_VOCAB}"
     with file_lock(cache_dir() / "locks" / f"{folder.name}.lock"):
         if not (folder / "tokenizer.json").exists():
@@ -154,7 +154,7 @@ def toy_checkpoint(name: str, # a key of TOY_SPECS
                    data_dir=None, # data folder for the tokenizer's corpus (default RACE_DATA_DIR)
                   ) -> Path:
     "Folder of the toy checkpoint `name`, built on first use."
-    from race_nb.models import artifact_key, cache_dir, file_lock
+    from race_nb.core import artifact_key, cache_dir, file_lock
     check_choice("toy checkpoint", name, tuple(TOY_SPECS))
     final = cache_dir() / "toy" / f"{name}-{artifact_key(asdict(TOY_SPECS[name]), TOY_VOCAB, TOY_VERSION)}"
     with file_lock(cache_dir() / "locks" / f"{final.name}.lock"):

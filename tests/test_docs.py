@@ -1,5 +1,6 @@
 """The library's shape: API docs for the methods built across cells, the README's one source, and light modules that load without torch."""
 import json, subprocess, sys
+from pathlib import Path
 
 from race_nb.core import project_root
 
@@ -27,3 +28,29 @@ def test_readme_is_index_notebook():
     nb = json.loads((project_root() / "nbs" / "index.ipynb").read_text())
     text = "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert (project_root() / "README.md").read_text().strip() == text.strip()
+
+
+def test_the_package_has_no_import_circles():
+    "Issue 38: no module of race_nb imports (at module level or inside a function) one that imports it back, directly or around a loop."
+    import ast
+    root = Path(__file__).resolve().parents[1] / "race_nb"
+    graph = {}
+    for p in root.rglob("*.py"):
+        mod = ".".join(p.relative_to(root.parent).with_suffix("").parts)
+        deps = set()
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.ImportFrom):
+                name = n.module or ""
+                if n.level: name = mod.rsplit(".", n.level)[0] + ("." + name if name else "")
+                deps.add(name)
+            elif isinstance(n, ast.Import): deps |= {a.name for a in n.names}
+        graph[mod] = {d for d in deps if d in graph or (root.parent / (d.replace(".", "/") + ".py")).exists()} - {mod, "race_nb"}
+    def loop_from(start):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            m, path = stack.pop()
+            for d in graph.get(m, ()):
+                if d == start: return path + [d]
+                if d not in seen: seen.add(d); stack.append((d, path + [d]))
+    loops = [l for m in graph if (l := loop_from(m))]
+    assert not loops, loops[:3]

@@ -11,6 +11,8 @@ import pytest
 
 from race_nb.report import render_report, report_pages
 
+pytestmark = pytest.mark.xdist_group('report')  # its tests share an expensive fixture: one pytest-xdist worker runs them all
+
 RACE = str(Path(sys.executable).with_name("race"))
 
 

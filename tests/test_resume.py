@@ -12,6 +12,8 @@ import pytest
 
 from race_nb.grid import GridError, check_schedule, grid_status, load_grid, plan_grid, run_grid
 
+pytestmark = pytest.mark.xdist_group('resume')  # its tests share an expensive fixture: one pytest-xdist worker runs them all
+
 RACE = str(Path(sys.executable).with_name("race"))
 CELL = """name: {name}
 fixed: {{n_eval: 10, eval_max_new_tokens: 32, prompts_per_step: 4}}

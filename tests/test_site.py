@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group('report')  # its tests share an expensive fixture: one pytest-xdist worker runs them all
+
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 try:
     from playwright.sync_api import sync_playwright
