@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 STAMP := $(VENV)/.race_nb-installed
-PYTEST_WORKERS ?= 2  # pytest-xdist workers: tests that share an expensive fixture stay on one (xdist_group)
+PYTEST_WORKERS ?= 0  # pytest-xdist workers (0: serial). On 2 cores serial is faster (bench/RESULTS.md): the heavy tests run two local workers each; on more cores try PYTEST_WORKERS=4
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
@@ -45,7 +45,7 @@ nbtest: setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/nbdev_test --do_print --timing
 
 pytest: setup
-	$(BIN)/python -m pytest -q --durations=25 -n $(PYTEST_WORKERS) --dist loadgroup tests
+	$(BIN)/python -m pytest -q --durations=25 $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) tests
 
 export: setup
 	$(BIN)/nbdev_export

@@ -20,8 +20,8 @@ __all__ = ['FORECASTS', 'FROZEN', 'grid_milestones', 'curve_values', 'curve_arra
 def grid_milestones(runs_dir) -> pd.DataFrame:
     "Every done cell's milestone values, with its cell id (empty when no cell evaluated along the way)."
     from race_nb.eval import read_milestones
-    from race_nb.grid import _cells, cell_done
-    parts = [read_milestones(d).assign(cell=d.name) for d in _cells(runs_dir) if cell_done(d)]
+    from race_nb.grid import cell_done, cell_folders
+    parts = [read_milestones(d).assign(cell=d.name) for d in cell_folders(runs_dir) if cell_done(d)]
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["milestone", "step", "flops", "target", "prompt", "value", "cell"])
 

@@ -34,17 +34,21 @@ def test_the_package_has_no_import_circles():
     "Issue 38: no module of race_nb imports (at module level or inside a function) one that imports it back, directly or around a loop."
     import ast
     root = Path(__file__).resolve().parents[1] / "race_nb"
+    def name(p):  # a module's dotted name; a package is its __init__
+        parts = p.relative_to(root.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    files = {name(p): p for p in root.rglob("*.py")}
     graph = {}
-    for p in root.rglob("*.py"):
-        mod = ".".join(p.relative_to(root.parent).with_suffix("").parts)
+    for mod, p in files.items():
+        pkg = mod if p.stem == "__init__" else mod.rpartition(".")[0]  # where its relative imports start
         deps = set()
         for n in ast.walk(ast.parse(p.read_text())):
             if isinstance(n, ast.ImportFrom):
-                name = n.module or ""
-                if n.level: name = mod.rsplit(".", n.level)[0] + ("." + name if name else "")
-                deps.add(name)
+                base = ".".join(pkg.split(".")[:len(pkg.split(".")) - n.level + 1]) if n.level else ""
+                deps.add(".".join(x for x in (base, n.module) if x))
             elif isinstance(n, ast.Import): deps |= {a.name for a in n.names}
-        graph[mod] = {d for d in deps if d in graph or (root.parent / (d.replace(".", "/") + ".py")).exists()} - {mod, "race_nb"}
+        graph[mod] = {d for d in deps if d in files} - {mod, "race_nb"}
+    assert {"race_nb.grid", "race_nb.grid.spec"} <= set(graph) and "race_nb.grid.spec" in graph["race_nb.grid.run"]  # packages and relative imports resolve
     def loop_from(start):
         stack, seen = [(start, [start])], set()
         while stack:
