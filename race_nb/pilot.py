@@ -124,13 +124,13 @@ def run_targets(cells: pd.DataFrame, runs_dir) -> list[str]:
 
 def seed_copies(done: pd.DataFrame, pp: pd.DataFrame) -> str | None:
     "An arm whose seeds gave identical results (every target's mean and per-prompt values), as 'ARM: s1 = s2'; None when the seeds differ."
+    keys = [c for c in done.columns if c in set(pp.target) or c in ("rho", "flops_total")]  # the ledger's totals move with every sampled length
+    values = {c: tuple(v.sort_values(["target", "prompt"]).value.round(12)) for c, v in pp.groupby("cell")}  # each cell's per-prompt values, once
     for arm, g in done.groupby("arm"):
         if g.seed.nunique() < 2: continue
-        keys = [c for c in g.columns if c in set(pp.target) or c in ("rho", "flops_total")]  # the ledger's totals move with every sampled length
         sig = {}
         for r in g.itertuples():
-            vals = pp[pp.cell == r.cell].sort_values(["target", "prompt"]).value.round(12).tolist()
-            sig.setdefault((tuple(round(float(getattr(r, k)), 12) for k in keys if pd.notna(getattr(r, k))), tuple(vals)), []).append(r.seed)
+            sig.setdefault((tuple(round(float(getattr(r, k)), 12) for k in keys if pd.notna(getattr(r, k))), values.get(r.cell, ())), []).append(r.seed)
         if (same := next((s for s in sig.values() if len(s) > 1), None)): return f"{arm}: {' = '.join(map(str, same))}"
     return None
 

@@ -1,4 +1,5 @@
 """Shared test settings (never touch the network, keep torch on the two CI cores) and the runs and site that several test files read."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -9,23 +10,63 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPORT_GRID = """name: reportgrid
+@pytest.fixture(scope="session", autouse=True)
+def warm_kernel_server():
+    "One warm kernel server (race_nb.kernels) for the whole session, as an expensive shared fixture: every grid a test runs, in this "
+    "process or in a `race` subprocess (which inherits RACE_KERNEL_SOCKET), forks its cells' kernels from it instead of starting its "
+    "own server (about 7 s of imports per grid on 2 cores). The per-grid server is checked in nbs/00b_kernels.ipynb and by the Slurm "
+    "tests, which run without it; RACE_TEST_OWN_SERVERS=1 turns the sharing off."
+    from race_nb.kernels import warm_kernels
+    with warm_kernels(enabled=os.environ.get("RACE_TEST_OWN_SERVERS") != "1") as sock:
+        yield sock
+
+
+@contextlib.contextmanager
+def own_kernel_server():
+    "Inside: grids start their own warm kernel server, as outside the tests. Used where a test's subject is how a grid's "
+    "processes live and die (kill -9 tests: a per-grid server dies with its runner, and so at once do its kernels) or where "
+    "preloaded modules must see the grid's environment (trackio reads TRACKIO_DIR when imported)."
+    from race_nb.kernels import SOCKET_ENV
+    sock = os.environ.pop(SOCKET_ENV, None)
+    try: yield
+    finally:
+        if sock: os.environ[SOCKET_ENV] = sock
+
+
+@pytest.fixture
+def own_server():
+    with own_kernel_server(): yield
+
+
+MICRO_GRID = """name: micro
 fixed: {n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4}
 axes:
   model: [tiny-s]
   arm: [n8-m8, n8-m4]
 budgets: [1.0e6, 3.0e10]
-seeds: [0]
+seeds: [0, 1]
 """
 
 
 @pytest.fixture(scope="session")
-def report_runs(tmp_path_factory):
-    "A micro grid's runs (two cells done, two failed: budget too small), for the report and the site."
+def micro_runs(tmp_path_factory):
+    "One micro grid's runs, shared by the grid, report and site tests: 8 cells, the 4 at 3e10 done and tracked (TensorBoard, trackio), "
+    "the 4 at 1e6 failed (budget too small for one step). Run from the grid's folder with a relative runs root, as `race demo` does."
     from race_nb.grid import run_grid
-    tmp = tmp_path_factory.mktemp("report")
-    (tmp / "grid.yaml").write_text(REPORT_GRID)
-    return run_grid(tmp / "grid.yaml", runs_root=tmp / "runs", workers=2, min_cycles=0)  # two cells fail: budget too small
+    tmp = tmp_path_factory.mktemp("micro")
+    (tmp / "micro.yaml").write_text(MICRO_GRID)
+    here = os.getcwd()
+    os.chdir(tmp)
+    try:
+        with own_kernel_server(): root = run_grid(tmp / "micro.yaml", runs_root="runs", workers=2, min_cycles=0, report_to=["tensorboard", "trackio"])
+    finally: os.chdir(here)
+    return (tmp / root).resolve()
+
+
+@pytest.fixture(scope="session")
+def report_runs(micro_runs):
+    "The runs the report and the site are built from: the micro grid's (four cells done, four failed)."
+    return micro_runs
 
 
 SITE_CHAPTERS = ["index", "01_flops", "09_report"]  # the README; math and tables; figures

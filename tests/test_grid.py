@@ -34,22 +34,17 @@ def done_lines(cell: Path) -> int:
     return sum(l.split()[0] in ("done", "recovered") for l in (cell / "attempts.log").read_text().splitlines())
 
 
-def test_micro_grid_runs_and_aggregates(tmp_path, monkeypatch):
-    t0 = time.time()
-    monkeypatch.chdir(tmp_path)
-    root = run_grid(micro(tmp_path, "micro"), runs_root="runs", workers=2, report_to=["tensorboard", "trackio"])  # a relative runs root, as `race demo` uses
+def test_micro_grid_runs_and_aggregates(micro_runs):
+    "conftest's micro grid (run with a relative runs root, as `race demo` does): results, files and tracked runs of its done cells."
+    root = micro_runs
     df = aggregate(root)
-    tracked_runs_equal_log_histories(root, df.cell)
-    assert (root / "results.parquet").exists() and len(pd.read_parquet(root / "results.parquet")) == 4
-    assert (df.status == "done").all(), df[["cell", "status", "error"]]
-    assert df.rho.between(0.05, 0.95).all() and (df.flops_total >= df.budget).all()
-    for cell in root.iterdir():
-        if cell.is_dir() and not cell.name.startswith("_"):  # _tracking: the trackers' files
-            assert {"params.yaml", "out.ipynb", "metrics.json", "ledger.parquet", "status.json"} <= {p.name for p in cell.iterdir()}
-    # finished cells are never run again
-    run_grid(micro(tmp_path, "micro"), runs_root=tmp_path / "runs", workers=2, min_cycles=0)
-    assert all(done_lines(c) == 1 for c in root.iterdir() if c.is_dir() and not c.name.startswith("_"))
-    print(f"micro grid: {time.time() - t0:.1f} s")
+    assert (root / "results.parquet").exists() and len(pd.read_parquet(root / "results.parquet")) == 8
+    done = df[df.budget == 3.0e10]
+    assert len(done) == 4 and (done.status == "done").all(), df[["cell", "status", "error"]]
+    tracked_runs_equal_log_histories(root, done.cell)
+    assert done.rho.between(0.05, 0.95).all() and (done.flops_total >= done.budget).all()
+    for cell in done.cell:
+        assert {"params.yaml", "out.ipynb", "metrics.json", "ledger.parquet", "status.json"} <= {p.name for p in (root / cell).iterdir()}
 
 
 def watch_in_tmux(root):
@@ -92,7 +87,7 @@ def tracked_runs_equal_log_histories(root, cells):
         assert SQLiteStorage.get_run_config(root.name, c)["race/arm"] in ("n8-m8", "n8-m4")
 
 
-def test_sigkill_mid_grid_then_resume(tmp_path):
+def test_sigkill_mid_grid_then_resume(own_server, tmp_path):
     grid, runs = micro(tmp_path, "crash"), tmp_path / "runs"
     proc = subprocess.Popen([RACE, "grid", "run", str(grid), "--runs", str(runs), "--workers", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -133,19 +128,21 @@ def test_sigkill_mid_grid_then_resume(tmp_path):
         json.loads((root / c / "metrics.json").read_text())
 
 
-def test_failing_cell_is_recorded_and_others_finish(tmp_path):
-    root = run_grid(micro(tmp_path, "fail", budgets="[1.0e6, 3.0e10]", seeds="[0]"), runs_root=tmp_path / "runs", workers=2, min_cycles=0)
+def test_failing_cell_is_recorded_and_others_finish(micro_runs):
+    root = micro_runs
     st = grid_status(root)
-    assert sorted(st.status) == ["done", "done", "failed", "failed"]
+    assert sorted(st.status) == ["done"] * 4 + ["failed"] * 4
     failed = st[st.status == "failed"]
     assert (failed.budget == 1e6).all()
     rec = json.loads((root / failed.cell.iloc[0] / "status.json").read_text())
     assert "too small for one step" in rec["traceback"] + rec.get("evalue", "") and rec["ename"] == "ValueError"
-    df = aggregate(root)
+    df = aggregate(root, write=False)
     assert df[df.status == "failed"].pass1_id.isna().all()  # failed, not zeros
-    # failed cells are retried only when asked
-    run_grid(micro(tmp_path, "fail", budgets="[1.0e6, 3.0e10]", seeds="[0]"), runs_root=tmp_path / "runs", workers=2, min_cycles=0)
-    assert sum(l.startswith("start") for l in (root / failed.cell.iloc[0] / "attempts.log").read_text().splitlines()) == 1
+    # finished cells are never run again, and failed cells are retried only when asked
+    starts = lambda c: sum(l.startswith("start") for l in (root / c / "attempts.log").read_text().splitlines())
+    run_grid(root.parent.parent / "micro.yaml", runs_root=root.parent, workers=2, min_cycles=0)
+    assert all(done_lines(root / c) == 1 for c in st[st.status == "done"].cell)
+    assert all(starts(c) == 1 for c in failed.cell)
 
 
 def test_submitit_local_executor(tmp_path):

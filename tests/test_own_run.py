@@ -84,7 +84,7 @@ def test_failing_and_silent_templates_are_failed_cells_and_the_rest_go_on(tmp_pa
         assert why in (tmp_path / "runs" / "broken" / st.loc[arm, "cell"] / "status.json").read_text(), arm
 
 
-def test_user_notebook_cells_checkpoint_and_resume_after_kill9(tmp_path):
+def test_user_notebook_cells_checkpoint_and_resume_after_kill9(own_server, tmp_path):
     "A user's notebook in a grid checkpoints through LedgerGRPOTrainer (the grid's checkpoint block) and resumes after kill -9, ending as an uninterrupted run."
     import os, time
     from test_resume import LEDGER_COLS, kill_at_checkpoint, newest_checkpoint

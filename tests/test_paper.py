@@ -210,12 +210,17 @@ no_signal_steps: 2
 def test_a_dead_reward_fails_its_cell_or_warns_and_is_marked(data_dir, tmp_path):
     "Issue 37's dead reward: an answer-gated PRM on a policy that never states an answer gives 0 everywhere. Default: the cell fails with "
     "the reason after no_signal_steps; on_no_signal: warn trains on, says so in cell.log, and status marks the cell."
-    from race_nb.grid import aggregate, grid_status, run_grid
-    out = {}
-    for name, extra in (("deadfail", ""), ("deadwarn", "on_no_signal: warn\n")):
+    from race_nb.grid import aggregate, grid_status
+    procs = {}
+    for name, extra in (("deadfail", ""), ("deadwarn", "on_no_signal: warn\n")):  # the two one-cell grids side by side, one core each
         (tmp_path / f"{name}.yaml").write_text(DEAD.format(name=name, extra=extra))
-        out[name] = grid_status(run_grid(tmp_path / f"{name}.yaml", runs_root=tmp_path / "runs", workers=1, min_cycles=0)).iloc[0]
-    fail, warn = out["deadfail"], out["deadwarn"]
+        core = {sorted(os.sched_getaffinity(0))[len(procs) % len(os.sched_getaffinity(0))]}  # one core each: their cells run one thread each
+        procs[name] = subprocess.Popen([RACE, "grid", "run", str(tmp_path / f"{name}.yaml"), "--runs", str(tmp_path / "runs"), "--workers", "1",
+                                        "--min-cycles", "0"], stdout=open(tmp_path / f"{name}.log", "w"), stderr=subprocess.STDOUT,
+                                       preexec_fn=lambda core=core: os.sched_setaffinity(0, core))
+    for name, p in procs.items():  # `race grid run` exits 1 when a cell failed
+        assert p.wait(timeout=900) == (1 if name == "deadfail" else 0), (tmp_path / f"{name}.log").read_text()[-3000:]
+    fail, warn = (grid_status(tmp_path / "runs" / name).iloc[0] for name in procs)
     assert fail.status == "failed" and "no learning signal for 2 optimizer steps in a row" in fail.error, fail.error
     assert "no completion stated a final answer (0% did" in fail.error and "prm" in fail.error, fail.error
     log = (tmp_path / "runs" / "deadwarn" / warn.cell / "cell.log").read_text()

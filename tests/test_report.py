@@ -36,7 +36,7 @@ def test_fallback_report(site_build):
     for stem in ("compute", "frontiers", "shift", "race"):  # every figure present, embedded
         assert 'src="data:image/png;base64,' in (site / f"{stem}.html").read_text(), stem
     compute = (site / "compute.html").read_text()
-    assert "2 cell(s) not done" in compute  # failed cells shown as failed, not zeros
+    assert "4 cell(s) not done" in compute  # failed cells shown as failed, not zeros
     assert "too small for one step" in compute  # with their error
     assert "Learning curves" in compute and "No learning curves" not in compute  # trl's log history against FLOPs
     assert '<aside class="race-toc">' in compute and 'href="#Learning-curves"' in compute  # a table of contents per page

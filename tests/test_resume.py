@@ -72,7 +72,7 @@ def kill_at_checkpoint(cmd: list, root: Path, step: int, timeout: float = 300) -
     return seen
 
 
-def test_kill9_mid_training_resumes_from_its_checkpoint(tmp_path, reference):
+def test_kill9_mid_training_resumes_from_its_checkpoint(own_server, tmp_path, reference):
     "kill -9 of the runner mid-training; the rerun resumes from the newest checkpoint (at most one interval redone) and ends as an uninterrupted run."
     ref = reference
     g = grid(tmp_path, "ck")

@@ -66,6 +66,13 @@ def newest_checkpoint(cell: Path) -> int:
     return max([int(p.name.split("-")[-1]) for p in (cell / "trl").glob("checkpoint-*") if (p / "ledger.parquet").exists()], default=-1)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_kernel_servers():
+    "Slurm jobs run as they would on a cluster: without the session's shared warm kernel server (conftest)."
+    from conftest import own_kernel_server
+    with own_kernel_server(): yield
+
+
 def cells_by_budget(root: Path) -> dict:
     import yaml
     return {yaml.safe_load((d / "params.yaml").read_text())["budget"]: d for d in root.iterdir() if (d / "params.yaml").exists()}

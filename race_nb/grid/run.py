@@ -16,9 +16,9 @@ from .spec import GridError, _check_resource_values, cell_resources, check_sched
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'STATUSES', 'TEMPLATE', 'STOPPING', 'SUPERSEDED', 'read_status', 'set_status', 'valid_metrics', 'shown_status',
-           'cell_done', 'cell_lock', 'cell_folders', 'read_params', 'template_path', 'run_one_cell', 'cell_threads',
-           'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid']
+__all__ = ['log', 'STATUSES', 'TEMPLATE', 'STOPPING', 'RUNNER_LOCK_WAIT', 'SUPERSEDED', 'read_status', 'set_status',
+           'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'cell_folders', 'read_params', 'template_path',
+           'run_one_cell', 'usable_cpus', 'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid']
 
 # %% ../../nbs/07b_grid_run.ipynb #3c6f457c
 STATUSES = ("pending", "running", "interrupted", "done", "failed") # as written; readers also see stale and eval-failed (`shown_status`)
@@ -56,13 +56,18 @@ def cell_done(cell_dir) -> bool:
 
 # %% ../../nbs/07b_grid_run.ipynb #0a7feda9
 @contextlib.contextmanager
-def cell_lock(cell_dir):
-    "Non-blocking exclusive lock on a cell; yields False when another process holds it."
+def cell_lock(cell_dir,
+              wait: float = 0.0, # seconds to keep trying: a runner waits out a status probe (`grid_status` holds the lock for microseconds), never a live runner
+             ):
+    "Exclusive lock on a cell, never blocking longer than `wait`; yields False when another process holds it."
     Path(cell_dir).mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait
     with open(Path(cell_dir) / ".lock", "w") as f:
-        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False; return
+        while True:
+            try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); break
+            except BlockingIOError:
+                if time.monotonic() >= deadline: yield False; return
+                time.sleep(0.02)
         try: yield True
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -147,13 +152,15 @@ def _stopped(e: Exception) -> bool:
     "Did the cell stop because it was asked to (its kernel checkpointed and raised CellInterrupted, or the job is ending)?"
     return STOPPING.is_set() or getattr(e, "ename", None) == "CellInterrupted"
 
+RUNNER_LOCK_WAIT = 2.0 # seconds a runner keeps trying a cell's lock, so a status probe at that instant does not make it skip the cell
+
 def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None,
                  checkpoint: dict | None = None, # train_cell's checkpoint settings (`checkpointing(grid)`)
                 ) -> str:
     "Run one cell unless it is done (or failed and not retried); return its final status. A failure is recorded, never raised; an interrupted cell resumes on its next run."
     cell_dir = Path(cell_dir).resolve()  # the kernel runs inside the cell folder: relative paths would nest
     # the kernel inherits the thread counts (several cells on few cores must not oversubscribe them); the caller's come back after
-    with environ(**({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} if threads else {})), cell_lock(cell_dir) as got:
+    with environ(**({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} if threads else {})), cell_lock(cell_dir, wait=RUNNER_LOCK_WAIT) as got:
         if not got: return "running"
         if (st := _settled(cell_dir, retry_failed)) is not None: return st
         write_atomic(cell_dir / "params.yaml", yaml.safe_dump(params, sort_keys=False))
@@ -175,9 +182,14 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
         return "done"
 
 # %% ../../nbs/07b_grid_run.ipynb #8c6a8a7e
+def usable_cpus() -> int:
+    "The CPUs this process may run on (its affinity: what taskset or a Slurm allocation's binding leaves it), not all the machine's."
+    try: return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError: return max(1, os.cpu_count() or 1)  # no affinity call on this platform (macOS)
+
 def cell_threads(workers: int) -> int:
-    "Torch threads per cell: the cores shared out among the workers (tiny models run best on one thread each)."
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+    "Torch threads per cell: the usable cores shared out among the workers (tiny models run best on one thread each)."
+    return max(1, usable_cpus() // max(1, workers))
 
 # %% ../../nbs/07b_grid_run.ipynb #af93fae3
 def visible_gpus() -> list[str]:
@@ -213,7 +225,7 @@ def _run_local(todo: list, workers: int | None, retry_failed: bool, warm: bool =
     "Run cells on `workers` local processes (default: one per GPU slot, else per core), each pinned to its GPUs, their kernels forked from one warm kernel server (`warm`)."
     from race_nb.kernels import warm_kernels
     slots = gpu_slots(visible_gpus(), gpus_per_cell, workers)
-    workers = workers or (len(slots) if slots else os.cpu_count() or 1)
+    workers = workers or (len(slots) if slots else usable_cpus())
     out, threads = {}, cell_threads(workers)
     bar = tqdm(total=len(todo), desc="cells", unit="cell")
     def done(name, status):
