@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest lab bench gpu-check
+.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest lab bench bench-suite gpu-check
 
 setup: $(STAMP)
 
@@ -59,6 +59,9 @@ lab: setup
 
 bench: setup
 	$(BIN)/python bench/run.py
+
+bench-suite: setup  # times make test's nbdev_test and pytest, per notebook and per test, into bench/SUITE.md (compared with the run before)
+	$(BIN)/python bench/suite.py --workers $(PYTEST_WORKERS)
 
 gpu-check: setup
 	$(BIN)/python bench/gpu_check.py

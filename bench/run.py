@@ -469,6 +469,8 @@ def render(r: dict, seconds: float) -> str:
                         f"**{g['span_s'] / 60:.1f} min** with {g['workers']} workers (sum of cell wall times {g['cell_s'] / 60:.1f} min)"
                         + (f"; timed over the {g['first']} cells done at their first attempt, {g['done'] - g['first']} ran again later"
                            if g['first'] < g['done'] else "") + "\n")
+    md.append("## The test suite\n\nHow long `make test` takes, per test and per notebook: `bench/SUITE.md`, written by `make bench-suite` "
+              "(bench/suite.py), which runs the suite itself.\n")
     return "\n".join(md)
 
 

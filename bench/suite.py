@@ -1,0 +1,121 @@
+"""How long `make test` takes and where the time goes: `make bench-suite` runs this and writes bench/SUITE.md and bench/suite.json.
+
+It runs what `make test` runs - `nbdev_test` (every notebook, OMP/MKL on one thread, as the Makefile does) and pytest over
+tests/ (serial, or `--workers N` with pytest-xdist) - times each, and keeps every test's duration (setup + call + teardown,
+from pytest's `--durations=0`) and every notebook's (nbdev_test's `--timing`). When bench/suite.json already holds a run,
+or `--before LOG` names a saved pytest output, SUITE.md compares the two per test. What is skipped here (Slurm, Chromium,
+tmux, Quarto when they are absent) is listed, since CI runs some of those too.
+"""
+import argparse, json, os, platform, re, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT, DATA = Path(__file__).with_name("SUITE.md"), Path(__file__).with_name("suite.json")
+BIN = Path(sys.executable).parent
+DURATION = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(\S+)")
+
+
+def pytest_durations(text: str) -> dict:
+    "Seconds per test id (setup + call + teardown) from pytest's `--durations=0` lines."
+    out = {}
+    for line in text.splitlines():
+        if (m := DURATION.match(line)): out[m.group(3)] = out.get(m.group(3), 0.0) + float(m.group(1))
+    return out
+
+
+def summary_line(text: str) -> str:
+    "pytest's last line: '110 passed, 3 skipped, ... in 528.37s'."
+    lines = [l.strip("= ") for l in text.splitlines() if re.search(r"\b(passed|failed)\b.* in [0-9.]+s", l)]
+    return lines[-1] if lines else "no summary (pytest did not finish)"
+
+
+def machine() -> dict:
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), platform.processor()) \
+        if Path("/proc/cpuinfo").exists() else platform.processor()
+    return dict(cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(), cpu=cpu, python=platform.python_version())
+
+
+def run(cmd: list, env: dict) -> tuple[float, str, int]:
+    t0 = time.time()
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    return time.time() - t0, p.stdout + p.stderr, p.returncode
+
+
+def commit() -> str:
+    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return p.stdout.strip() or "unknown"
+
+
+def measure(workers: int, nbtest: bool) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "RACE_DATA_DIR": os.environ.get("RACE_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
+    r = dict(commit=commit(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=machine(), workers=workers,
+             slurm=subprocess.run(["sh", "-c", "sinfo -h -o %T 2>/dev/null | grep -q idle"]).returncode == 0,
+             chromium=any((Path(d) / "chromium").exists() for d in os.environ.get("PATH", "").split(":")),
+             tmux=any((Path(d) / "tmux").exists() for d in os.environ.get("PATH", "").split(":")))
+    if nbtest:
+        secs, text, rc = run([str(BIN / "nbdev_test"), "--timing"], {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+        r["nbtest"] = dict(seconds=secs, ok=rc == 0, notebooks={m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+\.ipynb): (\d+) secs", text, re.M)})
+        print(f"nbdev_test: {secs:.0f} s ({'ok' if rc == 0 else 'FAILED'})", flush=True)
+    cmd = [str(BIN / "python"), "-m", "pytest", "-q", "--durations=0", "-p", "no:cacheprovider", "tests"] + (["-n", str(workers), "--dist", "loadgroup"] if workers else [])
+    secs, text, rc = run(cmd, env)
+    r["pytest"] = dict(seconds=secs, ok=rc == 0, summary=summary_line(text), tests=pytest_durations(text))
+    print(f"pytest: {secs:.0f} s - {r['pytest']['summary']}", flush=True)
+    return r
+
+
+def render(r: dict, before: dict | None) -> str:
+    m, pt = r["machine"], r["pytest"]
+    total = pt["seconds"] + r.get("nbtest", {}).get("seconds", 0)
+    lines = ["# The test suite: measured", "",
+             f"Written by `make bench-suite` (bench/suite.py) at commit {r['commit']}, {r['date']}, on {m['cpus']} usable cores "
+             f"({m['cpu']}), Python {m['python']}, with the environment built. pytest {'serial' if not r['workers'] else 'on %d xdist workers' % r['workers']}. "
+             "Times are wall-clock seconds; a test's time is its setup + call + teardown, so a shared fixture counts in the first test "
+             "that asks for it.", "",
+             f"- nbdev_test (every notebook, in parallel): **{r['nbtest']['seconds']:.0f} s**" if "nbtest" in r else "- nbdev_test: not run (--no-nbtest)",
+             f"- pytest: **{pt['seconds']:.0f} s** ({pt['summary']})",
+             f"- together: **{total:.0f} s** ({total / 60:.1f} min); `make test` adds the export and clean checks (seconds)",
+             f"- here: Slurm {'running' if r['slurm'] else 'not running (its two tests skip; CI starts one)'}, "
+             f"Chromium {'found' if r['chromium'] else 'absent'}, tmux {'found' if r['tmux'] else 'absent'}", ""]
+    b = (before or {}).get("pytest", {}).get("tests", {})
+    if before:
+        lines += [f"Compared with the run before (commit {before.get('commit', '?')}, {before.get('date', '?')}: pytest "
+                  f"{before['pytest']['seconds']:.0f} s, {before['pytest'].get('summary', '')}).", ""]
+    tests = sorted(pt["tests"].items(), key=lambda kv: -kv[1])
+    lines += ["| test | seconds |" + (" before | change |" if b else ""), "|---|---:|" + ("---:|---:|" if b else "")]
+    for name, s in tests[:30]:
+        row = f"| `{name}` | {s:.1f} |"
+        if b: row += (f" {b[name]:.1f} | {s - b[name]:+.1f} |" if name in b else " - | new |")
+        lines.append(row)
+    if b:
+        gone = sorted(set(b) - set(pt["tests"]), key=lambda n: -b[n])
+        lines += ["", f"Tests in the run before and not in this one (renamed, merged or removed): {', '.join(f'`{n}` ({b[n]:.0f} s)' for n in gone) or 'none'}."]
+    rest = sum(s for _, s in tests[30:])
+    lines += ["", f"The other {max(0, len(tests) - 30)} tests: {rest:.0f} s together.", ""]
+    if "nbtest" in r:
+        nbs = sorted(r["nbtest"]["notebooks"].items(), key=lambda kv: -kv[1])
+        lines += ["| notebook (nbdev_test) | seconds |", "|---|---:|"] + [f"| {n} | {s:.0f} |" for n, s in nbs[:12]] + [""]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=int(os.environ.get("PYTEST_WORKERS", "0") or 0), help="pytest-xdist workers (0: serial)")
+    ap.add_argument("--no-nbtest", action="store_true", help="time pytest only")
+    ap.add_argument("--before", help="a saved pytest output (with --durations=0) to compare against, instead of bench/suite.json")
+    a = ap.parse_args()
+    before = json.loads(DATA.read_text()) if DATA.exists() else None
+    if a.before:
+        text = Path(a.before).read_text()
+        m = re.search(r" in ([0-9.]+)s", summary_line(text))
+        before = dict(commit=Path(a.before).name, date="saved output", pytest=dict(seconds=float(m.group(1)) if m else 0.0, summary=summary_line(text),
+                                                                               tests=pytest_durations(text)))
+    r = measure(a.workers, not a.no_nbtest)
+    OUT.write_text(render(r, before))
+    DATA.write_text(json.dumps(r, indent=1) + "\n")
+    print(OUT.read_text())
+    sys.exit(0 if r["pytest"]["ok"] and r.get("nbtest", {}).get("ok", True) else 1)
+
+
+if __name__ == "__main__":
+    main()
