@@ -410,17 +410,38 @@ def tracking_args(args, env=None) -> dict | None:
     return t
 
 class TrackingCallback(TrainerCallback):
-    "A grid cell's tracked run: the cell's parameters as the run's config; on a resume, TensorBoard purges the steps after the checkpoint (they are trained again, not repeated); each step's progress for `race grid watch`."
+    "A grid cell's tracked run: the cell's parameters as the run's config; on a resume, each step stays logged once (TensorBoard purges the steps after the checkpoint, trackio skips those it has and gets back those it lost); each step's progress for `race grid watch`."
     def __init__(self, trainer, track: dict | None): self.tr, self.track, self.t0 = trainer, track, None
 
     def _tb(self):
         from transformers.integrations import TensorBoardCallback
         return next((cb for cb in self.tr.callback_handler.callbacks if isinstance(cb, TensorBoardCallback)), None)
 
-    def resuming(self, step: int) -> None:
-        "Before training resumes from checkpoint `step`: TensorBoard's writer starts with purge_step = step + 1."
+    def resuming(self, step: int, ckpt=None) -> None:
+        "Before training resumes from checkpoint `step` (folder `ckpt`): TensorBoard's writer starts with purge_step = step + 1; trackio gets each step once."
         if (tb := self._tb()) is not None and getattr(tb, "_SummaryWriter", None) is not None:
             tb._SummaryWriter = functools.partial(tb._SummaryWriter, purge_step=step + 1)
+        if self.track and "trackio" in self.track["report_to"]: self._trackio_once(step, ckpt)
+
+    def _trackio_once(self, step: int, ckpt) -> None:
+        "trackio has no purge and writes in the background: a stopped run may have logged steps after checkpoint `step` (trained "
+        "again now, with the same values: a cell is deterministic on its machine) and lost steps before it (never flushed). Steps "
+        "it has are not logged again; the checkpoint's own log history fills the ones it lost, before the first new step."
+        from transformers.integrations import TrackioCallback
+        if (cb := next((c for c in self.tr.callback_handler.callbacks if isinstance(c, TrackioCallback)), None)) is None: return
+        import dataclasses
+        from trackio.sqlite_storage import SQLiteStorage
+        have = {r["train/global_step"] for r in SQLiteStorage.get_logs(self.track["project"], self.tr.args.run_name) or [] if r.get("train/global_step") is not None}
+        state_file = Path(ckpt or "") / "trainer_state.json"
+        hist = json.loads(state_file.read_text()).get("log_history", []) if ckpt and state_file.exists() else []
+        lost = [r for r in hist if r.get("step", step + 1) <= step and r["step"] not in have and not any(k.startswith("eval_") for k in r)]
+        on_log = cb.on_log
+        def once(args, state, control, **kw):
+            while lost:  # the steps trackio lost, in order, as the trainer logged them
+                r = lost.pop(0)
+                on_log(args, dataclasses.replace(state, global_step=r["step"]), control, **{**kw, "logs": {k: v for k, v in r.items() if k != "step"}})
+            if state.global_step not in have: return on_log(args, state, control, **kw)
+        cb.on_log = once
 
     def on_train_begin(self, args, state, control, **kw):
         self.t0 = (time.time(), state.global_step)
@@ -678,7 +699,7 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
             if ckpt is None: ckpt = True
     if ckpt is True: ckpt = last_checkpoint(self.args.output_dir) if Path(self.args.output_dir).is_dir() else None
     self.resumed_from = checkpoint_resumes(ckpt) + [int(Path(ckpt).name.split("-")[-1])] if ckpt else []  # every resume so far, this one last
-    if ckpt and hasattr(self, "tracking"): self.tracking.resuming(self.resumed_from[-1])
+    if ckpt and hasattr(self, "tracking"): self.tracking.resuming(self.resumed_from[-1], ckpt)
     if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
         self.ledger.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet"))
         self._flos_seen = self.ledger.total

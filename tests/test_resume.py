@@ -77,7 +77,7 @@ def test_kill9_mid_training_resumes_from_its_checkpoint(own_server, tmp_path, re
     ref = reference
     g = grid(tmp_path, "ck")
     root = tmp_path / "runs" / "ck"
-    seen = kill_at_checkpoint([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1", "--report-to", "tensorboard"], root, 12)
+    seen = kill_at_checkpoint([RACE, "grid", "run", str(g), "--runs", str(tmp_path / "runs"), "--workers", "1", "--report-to", "tensorboard", "trackio"], root, 12)
     assert seen is not None, "training ended before a checkpoint at step 12"
     cell = only_cell(root)
     assert not (cell / "trained.json").exists(), "killed after training: nothing to resume"
@@ -86,7 +86,7 @@ def test_kill9_mid_training_resumes_from_its_checkpoint(own_server, tmp_path, re
     deadline = time.time() + 60  # the orphaned kernel dies with its parent and releases the lock
     while (st := grid_status(root)).status.iloc[0] == "running" and time.time() < deadline: time.sleep(0.2)
     assert st.status.iloc[0] == "stale" and st.checkpoint.iloc[0] == at_kill
-    run_grid(g, runs_root=tmp_path / "runs", workers=1, report_to=["tensorboard"])
+    run_grid(g, runs_root=tmp_path / "runs", workers=1, report_to=["tensorboard", "trackio"])
     rec = json.loads((cell / "trained.json").read_text())
     assert rec["resumed_from"] == [at_kill]  # the newest complete checkpoint: at most 4 steps (one interval) redone
     same_run(ref, cell)
@@ -103,8 +103,21 @@ def test_kill9_mid_training_resumes_from_its_checkpoint(own_server, tmp_path, re
         got = logged.get(k) or logged["train/" + k]  # transformers writes training records under train/
         assert [s for s, _ in got] == [s for s, _ in want], (k, got, want)  # every step once, in order
         assert all(abs(a - b) <= 1e-6 * max(1.0, abs(b)) for (_, a), (_, b) in zip(got, want)), k
+    steps = trackio_steps(root, cell.name)  # trackio continues the same run and logs each step once (no purge there: replays are skipped)
+    once = lambda xs: xs[:-1] if len(xs) > 1 and xs[-1] == xs[-2] else xs  # trl's closing summary may repeat the last step
+    assert once(steps) == once([r["step"] for r in hist]), (steps, [r["step"] for r in hist])
     print(f"killed with checkpoint-{at_kill} on disk; resumed from it; metrics and ledger equal the uninterrupted run's; "
-          f"TensorBoard: {len(keys)} flops/* keys x {len(hist)} steps equal the log history")
+          f"TensorBoard: {len(keys)} flops/* keys x {len(hist)} steps equal the log history; trackio: each of its steps once")
+
+
+def trackio_steps(root, cell) -> list:
+    "The optimizer steps of a cell's trackio run (its train/global_step per training record), in the order trackio stored them."
+    import importlib
+    os.environ["TRACKIO_DIR"] = str(root / "_tracking" / "trackio")  # trackio reads its folder at import
+    import trackio.utils, trackio.sqlite_storage
+    importlib.reload(trackio.utils); importlib.reload(trackio.sqlite_storage)
+    logs = trackio.sqlite_storage.SQLiteStorage.get_logs(root.name, cell)
+    return [r["train/global_step"] for r in logs if "train/flops/search" in r]
 
 
 def tensorboard_scalars(folder) -> dict:
