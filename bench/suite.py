@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT, DATA = Path(__file__).with_name("SUITE.md"), Path(__file__).with_name("suite.json")
 BIN = Path(sys.executable).parent
-DURATION = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(\S+)")
+DURATION = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(.+?)\s*$")
 
 
 def pytest_durations(text: str) -> dict:
@@ -85,11 +85,11 @@ def render(r: dict, before: dict | None) -> str:
     lines += ["| test | seconds |" + (" before | change |" if b else ""), "|---|---:|" + ("---:|---:|" if b else "")]
     for name, s in tests[:30]:
         row = f"| `{name}` | {s:.1f} |"
-        if b: row += (f" {b[name]:.1f} | {s - b[name]:+.1f} |" if name in b else " - | new |")
+        if b: row += (f" {b[name]:.1f} | {s - b[name]:+.1f} |" if b.get(name, 0) >= 0.05 else " - | new, or skipped before |")
         lines.append(row)
     if b:
-        gone = sorted(set(b) - set(pt["tests"]), key=lambda n: -b[n])
-        lines += ["", f"Tests in the run before and not in this one (renamed, merged or removed): {', '.join(f'`{n}` ({b[n]:.0f} s)' for n in gone) or 'none'}."]
+        gone = sorted((n for n in set(b) - set(pt["tests"]) if b[n] >= 1), key=lambda n: -b[n])  # pytest omits durations under 5 ms
+        lines += ["", f"Tests of 1 s or more in the run before and not in this one (renamed, merged or removed): {', '.join(f'`{n}` ({b[n]:.0f} s)' for n in gone) or 'none'}."]
     rest = sum(s for _, s in tests[30:])
     lines += ["", f"The other {max(0, len(tests) - 30)} tests: {rest:.0f} s together.", ""]
     if "nbtest" in r:
@@ -103,13 +103,17 @@ def main():
     ap.add_argument("--workers", type=int, default=int(os.environ.get("PYTEST_WORKERS", "0") or 0), help="pytest-xdist workers (0: serial)")
     ap.add_argument("--no-nbtest", action="store_true", help="time pytest only")
     ap.add_argument("--before", help="a saved pytest output (with --durations=0) to compare against, instead of bench/suite.json")
+    ap.add_argument("--before-label", default=None, help="what --before was run on (e.g. its commit)")
+    ap.add_argument("--render-only", action="store_true", help="rewrite SUITE.md from bench/suite.json (and --before) without running anything")
     a = ap.parse_args()
-    before = json.loads(DATA.read_text()) if DATA.exists() else None
+    before = json.loads(DATA.read_text()) if DATA.exists() and not a.render_only else None
     if a.before:
         text = Path(a.before).read_text()
         m = re.search(r" in ([0-9.]+)s", summary_line(text))
-        before = dict(commit=Path(a.before).name, date="saved output", pytest=dict(seconds=float(m.group(1)) if m else 0.0, summary=summary_line(text),
-                                                                               tests=pytest_durations(text)))
+        before = dict(commit=a.before_label or Path(a.before).name, date="saved output", pytest=dict(seconds=float(m.group(1)) if m else 0.0,
+                      summary=summary_line(text), tests=pytest_durations(text)))
+    if a.render_only:
+        OUT.write_text(render(json.loads(DATA.read_text()), before)); print(OUT.read_text()); return
     r = measure(a.workers, not a.no_nbtest)
     OUT.write_text(render(r, before))
     DATA.write_text(json.dumps(r, indent=1) + "\n")

@@ -14,8 +14,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def warm_kernel_server():
     "One warm kernel server (race_nb.kernels) for the whole session, as an expensive shared fixture: every grid a test runs, in this "
     "process or in a `race` subprocess (which inherits RACE_KERNEL_SOCKET), forks its cells' kernels from it instead of starting its "
-    "own server (about 7 s of imports per grid on 2 cores). The per-grid server is checked in nbs/00b_kernels.ipynb and by the Slurm "
-    "tests, which run without it; RACE_TEST_OWN_SERVERS=1 turns the sharing off."
+    "own server (about 7 s of imports per grid on 2 cores). Per-grid servers still run in nbs/00b_kernels.ipynb, the Slurm tests, "
+    "the kill -9 tests and the micro grid (`own_kernel_server`); RACE_TEST_OWN_SERVERS=1 turns the sharing off everywhere."
     from race_nb.kernels import warm_kernels
     with warm_kernels(enabled=os.environ.get("RACE_TEST_OWN_SERVERS") != "1") as sock:
         yield sock
