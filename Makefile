@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 STAMP := $(VENV)/.race_nb-installed
-PYTEST_WORKERS ?= 0  # pytest-xdist workers (0: serial). On 2 cores serial is faster (bench/RESULTS.md): the heavy tests run two local workers each; on more cores try PYTEST_WORKERS=4
+PYTEST_WORKERS ?= 0  # pytest-xdist workers (0: serial). On 2 cores serial is faster (bench/SUITE.md, make bench-suite): the heavy tests run two local workers each; on more cores try PYTEST_WORKERS=4
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
