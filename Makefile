@@ -8,7 +8,10 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 STAMP := $(VENV)/.race_nb-installed
-PYTEST_WORKERS ?= 0  # pytest-xdist workers (0: serial). On 2 cores serial is faster (bench/SUITE.md, make bench-suite): the heavy tests run two local workers each; on more cores try PYTEST_WORKERS=4
+# pytest-xdist workers: one per usable core, at most 4 (0: serial); each worker is pinned to its own share of the cores
+# (tests/conftest.py), so the grids a test runs size themselves to it. Measured in bench/SUITE.md (make bench-suite).
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -ge 2 ]; then echo $$(( n > 4 ? 4 : n )); else echo 0; fi)
+PYTEST_XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
@@ -45,7 +48,9 @@ nbtest: setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/nbdev_test --do_print --timing
 
 pytest: setup
-	$(BIN)/python -m pytest -q --durations=25 $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) tests
+	$(BIN)/python -m pytest -q --durations=25 $(PYTEST_XDIST) -m "not slurm" tests
+	@echo "pytest: the Slurm tests, alone (their jobs use the cores Slurm gives them, not a pytest worker's)"
+	RACE_TEST_OWN_SERVERS=1 $(BIN)/python -m pytest -q --durations=5 -m slurm tests
 
 export: setup
 	$(BIN)/nbdev_export

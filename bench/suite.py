@@ -9,9 +9,12 @@ tmux, Quarto when they are absent) is listed, since CI runs some of those too.
 import argparse, json, os, platform, re, subprocess, sys, time
 from pathlib import Path
 
+import suite_cpu  # bench/suite_cpu.py: the pytest plugin that adds each test's CPU seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT, DATA = Path(__file__).with_name("SUITE.md"), Path(__file__).with_name("suite.json")
 BIN = Path(sys.executable).parent
+GROUP = re.compile(r"@\w+$")
 DURATION = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(.+?)\s*$")
 
 
@@ -19,14 +22,20 @@ def pytest_durations(text: str) -> dict:
     "Seconds per test id (setup + call + teardown) from pytest's `--durations=0` lines."
     out = {}
     for line in text.splitlines():
-        if (m := DURATION.match(line)): out[m.group(3)] = out.get(m.group(3), 0.0) + float(m.group(1))
+        if (m := DURATION.match(line)):
+            name = GROUP.sub("", m.group(3))  # under --dist loadgroup a grouped test's id ends in @group
+            out[name] = out.get(name, 0.0) + float(m.group(1))
     return out
 
 
+def summary_lines(text: str) -> list[str]:
+    "pytest's closing lines ('110 passed, 3 skipped, ... in 528.37s'), one per pytest run in text."
+    lines = [l.strip("= ") for l in text.splitlines() if re.search(r"\b(passed|failed|skipped|deselected)\b.* in [0-9.]+s", l)]
+    return lines or ["no summary (pytest did not finish)"]
+
+
 def summary_line(text: str) -> str:
-    "pytest's last line: '110 passed, 3 skipped, ... in 528.37s'."
-    lines = [l.strip("= ") for l in text.splitlines() if re.search(r"\b(passed|failed)\b.* in [0-9.]+s", l)]
-    return lines[-1] if lines else "no summary (pytest did not finish)"
+    return summary_lines(text)[-1]
 
 
 def machine() -> dict:
@@ -54,12 +63,24 @@ def measure(workers: int, nbtest: bool) -> dict:
              chromium=any((Path(d) / "chromium").exists() for d in os.environ.get("PATH", "").split(":")),
              tmux=any((Path(d) / "tmux").exists() for d in os.environ.get("PATH", "").split(":")))
     if nbtest:
+        c0 = suite_cpu.busy_seconds() if suite_cpu.STAT.exists() else None
         secs, text, rc = run([str(BIN / "nbdev_test"), "--timing"], {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-        r["nbtest"] = dict(seconds=secs, ok=rc == 0, notebooks={m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+\.ipynb): (\d+) secs", text, re.M)})
+        r["nbtest"] = dict(seconds=secs, ok=rc == 0, cpu_seconds=suite_cpu.busy_seconds() - c0 if c0 is not None else None, notebooks={m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+\.ipynb): (\d+) secs", text, re.M)})
         print(f"nbdev_test: {secs:.0f} s ({'ok' if rc == 0 else 'FAILED'})", flush=True)
-    cmd = [str(BIN / "python"), "-m", "pytest", "-q", "--durations=0", "-p", "no:cacheprovider", "tests"] + (["-n", str(workers), "--dist", "loadgroup"] if workers else [])
-    secs, text, rc = run(cmd, env)
-    r["pytest"] = dict(seconds=secs, ok=rc == 0, summary=summary_line(text), tests=pytest_durations(text))
+    base = [str(BIN / "python"), "-m", "pytest", "-q", "--durations=0", "-p", "no:cacheprovider", "-p", "suite_cpu", "tests"]
+    phases = [(base + ["-m", "not slurm"] + (["-n", str(workers), "--dist", "loadgroup"] if workers else []), {}),
+              (base + ["-m", "slurm"], {"RACE_TEST_OWN_SERVERS": "1"})]  # as the Makefile: the Slurm tests alone, after the rest
+    cpu_log = Path(os.environ.get("TMPDIR", "/tmp")) / f"race-suite-cpu-{os.getpid()}.jsonl"
+    cpu_log.unlink(missing_ok=True)
+    c0 = suite_cpu.busy_seconds() if suite_cpu.STAT.exists() else None
+    secs, text, rc = 0.0, "", 0
+    for cmd, extra in phases:
+        s_, t_, rc_ = run(cmd, {**env, **extra, "RACE_SUITE_CPU_LOG": str(cpu_log),
+                                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "bench"), env.get("PYTHONPATH")]))})
+        secs, text, rc = secs + s_, text + t_, rc or rc_
+    cpu = {GROUP.sub("", d["test"]): d["cpu"] for d in map(json.loads, cpu_log.read_text().splitlines())} if cpu_log.exists() else {}
+    r["pytest"] = dict(seconds=secs, ok=rc == 0, summary=" + ".join(summary_lines(text)), tests=pytest_durations(text), cpu=cpu,
+                       cpu_seconds=suite_cpu.busy_seconds() - c0 if c0 is not None else None)
     print(f"pytest: {secs:.0f} s - {r['pytest']['summary']}", flush=True)
     return r
 
@@ -74,6 +95,10 @@ def render(r: dict, before: dict | None) -> str:
              "that asks for it.", "",
              f"- nbdev_test (every notebook, in parallel): **{r['nbtest']['seconds']:.0f} s**" if "nbtest" in r else "- nbdev_test: not run (--no-nbtest)",
              f"- pytest: **{pt['seconds']:.0f} s** ({pt['summary']})",
+             *([f"- CPU: pytest kept {pt['cpu_seconds'] / pt['seconds']:.2f} of {m['cpus']} cores busy on average"
+                + (f", nbdev_test {r['nbtest']['cpu_seconds'] / r['nbtest']['seconds']:.2f}" if r.get("nbtest", {}).get("cpu_seconds") else "")
+                + " (busy CPU seconds from /proc/stat over wall seconds; a test's **CPU s** column is the same, all its processes)"]
+               if pt.get("cpu_seconds") else []),
              f"- together: **{total:.0f} s** ({total / 60:.1f} min); `make test` adds the export and clean checks (seconds)",
              f"- here: Slurm {'running' if r['slurm'] else 'not running (its two tests skip; CI starts one)'}, "
              f"Chromium {'found' if r['chromium'] else 'absent'}, tmux {'found' if r['tmux'] else 'absent'}", ""]
@@ -82,9 +107,10 @@ def render(r: dict, before: dict | None) -> str:
         lines += [f"Compared with the run before (commit {before.get('commit', '?')}, {before.get('date', '?')}: pytest "
                   f"{before['pytest']['seconds']:.0f} s, {before['pytest'].get('summary', '')}).", ""]
     tests = sorted(pt["tests"].items(), key=lambda kv: -kv[1])
-    lines += ["| test | seconds |" + (" before | change |" if b else ""), "|---|---:|" + ("---:|---:|" if b else "")]
+    cpu = pt.get("cpu", {})
+    lines += ["| test | seconds | CPU s |" + (" before | change |" if b else ""), "|---|---:|---:|" + ("---:|---:|" if b else "")]
     for name, s in tests[:30]:
-        row = f"| `{name}` | {s:.1f} |"
+        row = f"| `{name}` | {s:.1f} | {cpu[name]:.0f} |" if name in cpu else f"| `{name}` | {s:.1f} | - |"
         if b: row += (f" {b[name]:.1f} | {s - b[name]:+.1f} |" if b.get(name, 0) >= 0.05 else " - | new, or skipped before |")
         lines.append(row)
     if b:

@@ -10,6 +10,56 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+
+def pin_xdist_worker() -> list[int] | None:
+    "Under pytest-xdist (`make test` on 2 or more cores), pin this worker to its own share of the usable cores, before torch starts "
+    "a thread pool: worker i of W takes the i-th of W equal slices. Everything the worker starts inherits it - grids size their "
+    "workers and threads from it (race_nb.grid.usable_cpus), kernels and `race` subprocesses too - so two workers never fight "
+    "over one core. Returns the cores taken (None: not a worker, or fewer cores than workers)."
+    w, n = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not w.startswith("gw") or n < 2 or not hasattr(os, "sched_setaffinity"): return None
+    cores, i = sorted(os.sched_getaffinity(0)), int(w[2:])
+    if len(cores) < n: return None
+    share = cores[i * len(cores) // n:(i + 1) * len(cores) // n]
+    os.sched_setaffinity(0, share)
+    return share
+
+
+ALL_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None  # before the pin
+PINNED = pin_xdist_worker()
+
+
+@pytest.fixture
+def all_cores():
+    "For a test whose result depends on torch's thread count (a bitwise reproduction of weights shipped from a run on every core): "
+    "while it runs, the process has the machine's cores and torch the threads an unpinned process gets, as in a serial run; then "
+    "the worker's pin again. It shares those cores with the other workers meanwhile (slower, same bits)."
+    if PINNED is None: yield; return
+    import torch
+    threads = torch.get_num_threads()
+    os.sched_setaffinity(0, ALL_CORES)
+    unpinned = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], capture_output=True, text=True).stdout)
+    torch.set_num_threads(unpinned)
+    try: yield
+    finally:
+        torch.set_num_threads(threads)
+        os.sched_setaffinity(0, PINNED)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    "`--dist loadgroup`: the tests marked `xdist_group(name)` run on one worker, which builds their shared fixtures once. pytest-xdist "
+    "3.8 marks a grouped test by suffixing `item._nodeid` with `@name`, which pytest 9 no longer reads (a node's id is `item._id`): "
+    "without this, every test was scheduled alone and each worker built the shared fixtures again."
+    if not getattr(config.option, "loadgroup", False): return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+        if not names or "@" in item.nodeid: continue
+        if hasattr(item, "_id"):
+            from _pytest.nodes import coerce_node_id
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+        else: item._nodeid = f"{item.nodeid}@{'_'.join(names)}"
+
 @pytest.fixture(scope="session", autouse=True)
 def warm_kernel_server():
     "One warm kernel server (race_nb.kernels) for the whole session, as an expensive shared fixture: every grid a test runs, in this "

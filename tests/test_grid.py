@@ -34,6 +34,7 @@ def done_lines(cell: Path) -> int:
     return sum(l.split()[0] in ("done", "recovered") for l in (cell / "attempts.log").read_text().splitlines())
 
 
+@pytest.mark.xdist_group("report")  # micro_runs: one pytest-xdist worker builds it, for these tests and test_report / test_site
 def test_micro_grid_runs_and_aggregates(micro_runs):
     "conftest's micro grid (run with a relative runs root, as `race demo` does): results, files and tracked runs of its done cells."
     root = micro_runs
@@ -128,6 +129,7 @@ def test_sigkill_mid_grid_then_resume(own_server, tmp_path):
         json.loads((root / c / "metrics.json").read_text())
 
 
+@pytest.mark.xdist_group("report")
 def test_failing_cell_is_recorded_and_others_finish(micro_runs):
     root = micro_runs
     st = grid_status(root)

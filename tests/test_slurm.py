@@ -2,10 +2,13 @@
 
 One grid through `race grid run --executor slurm`: the sbatch scripts submitit wrote carry the grid's resources; one cell is
 requeued by hand (`scontrol requeue`, as a preemption) and resumes from its checkpoint; the other has a 2-minute time limit,
-shorter than its run, so Slurm's warning signal makes it checkpoint and requeue itself. Both end equal to an uninterrupted
-local run of the same cells. The test releases requeued jobs from Slurm's 2-minute requeue hold (`scontrol update
-StartTime=now`) so that it takes minutes, not more. Skipped, with the reason, where no Slurm runs, except in CI."""
+and once it trains (its first checkpoint is written) the test lowers the job's limit (`scontrol update TimeLimit=`, as an
+administrator can) so that Slurm's warning signal comes within seconds whatever the machine's speed; the warning makes the
+cell checkpoint and requeue itself, and the test gives the requeued job a limit it fits in. Both end equal to an
+uninterrupted local run of the same cells. The test releases requeued jobs from Slurm's 2-minute requeue hold (`scontrol
+update StartTime=now`) so that it takes minutes, not more. Skipped, with the reason, where no Slurm runs, except in CI."""
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -14,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slurm  # `make test` runs these after the others, alone: a Slurm job's cores are not the pytest worker's
 
 from race_nb.grid import GridError, grid_status, run_grid
 from test_resume import same_run
@@ -24,7 +29,7 @@ fixed: {n_eval: 10, eval_max_new_tokens: 32, prompts_per_step: 4}
 axes:
   model: [tiny-s]
   arm: [n8-m8-mu2]
-budgets: [2.0e11, 1.2e12]
+budgets: [1.0e11, 5.4e11]
 seeds: [0]
 resources:
   cpus: 1
@@ -34,7 +39,7 @@ resources:
   signal_delay: 60
   sbatch: {comment: race-nb-test}
   by:
-    budget: {1.2e12: {time: 2}}
+    budget: {5.4e11: {time: 2}}
 checkpoint: {steps: 4, minutes: null}
 """
 
@@ -62,6 +67,19 @@ def squeue() -> list[tuple[str, str, str]]:
     return [tuple(l.split(maxsplit=2)) for l in out.splitlines() if l.strip()]
 
 
+SMALL, BIG = 1.0e11, 5.4e11  # requeued by hand at checkpoint-8 of 56 steps; time-limited, 300 steps
+
+
+def elapsed_seconds(job: str) -> int | None:
+    "How long a running Slurm job has run (squeue's %M: [[D-]H:]M:SS), None when it is not running."
+    out = subprocess.run(["squeue", "-h", "-j", job, "-t", "RUNNING", "-o", "%M"], capture_output=True, text=True).stdout.strip()
+    if not out: return None
+    days, _, hms = out.rpartition("-")
+    secs = 0
+    for part in hms.split(":"): secs = secs * 60 + int(part)
+    return secs + 86400 * int(days or 0)
+
+
 def newest_checkpoint(cell: Path) -> int:
     return max([int(p.name.split("-")[-1]) for p in (cell / "trl").glob("checkpoint-*") if (p / "ledger.parquet").exists()], default=-1)
 
@@ -86,23 +104,33 @@ def test_real_slurm_resources_requeue_and_time_limit(tmp_path, slurm):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = open(tmp_path / "slurm-run.log", "w")
     run = subprocess.Popen([RACE, "grid", "run", str(g), "--executor", "slurm", "--runs", str(tmp_path / "runs")], stdout=log, stderr=log)
-    root, requeued, released, t0 = tmp_path / "runs" / "slurm-real", None, 0, time.time()
+    root, requeued, limited, released, t0 = tmp_path / "runs" / "slurm-real", None, None, 0, time.time()
     while run.poll() is None and time.time() - t0 < 900:
         cells = cells_by_budget(root) if root.exists() else {}
-        small = cells.get(2.0e11)
+        small, big = cells.get(SMALL), cells.get(BIG)
         if requeued is None and small is not None and newest_checkpoint(small) >= 8 and not (small / "trained.json").exists():
             job = json.loads((small / "status.json").read_text()).get("slurm_job")
             if job and subprocess.run(["scontrol", "requeue", job], capture_output=True).returncode == 0:
                 requeued = (job, newest_checkpoint(small))
+        if limited is None and big is not None and newest_checkpoint(big) >= 4 and not (big / "trained.json").exists():
+            # the time-limited cell trains: lower its limit to the first whole minute at least 45 s away. Slurm sends the warning
+            # (signal_delay: 60 s before the limit) at its next time-limit check, and the cell still has 45 s to checkpoint and requeue
+            job = json.loads((big / "status.json").read_text()).get("slurm_job")
+            if job and (el := elapsed_seconds(job)) is not None:
+                minutes = max(1, math.ceil((el + 45) / 60))
+                if subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={minutes}"], capture_output=True).returncode == 0:
+                    limited = (job, minutes, el)
         for jid, state, reason in squeue():  # skip Slurm's requeue hold (BeginTime about 2 minutes after a requeue)
             if state == "PENDING" and "BeginTime" in reason:
-                released += subprocess.run(["scontrol", "update", f"JobId={jid}", "StartTime=now"], capture_output=True).returncode == 0
+                fits = ["TimeLimit=20"] if limited and jid == limited[0] else []  # the resumed time-limited cell: the grid's 20 minutes
+                released += subprocess.run(["scontrol", "update", f"JobId={jid}", "StartTime=now", *fits], capture_output=True).returncode == 0
         time.sleep(0.5)
     if run.poll() is None: run.kill(); pytest.fail(f"the Slurm grid did not finish in 15 min:\n{(tmp_path / 'slurm-run.log').read_text()[-3000:]}")
     assert ref.wait(timeout=600) == 0
     out = (tmp_path / "slurm-run.log").read_text()
     assert run.returncode == 0, out[-3000:]
     assert requeued is not None, "the short cell finished before it could be requeued"
+    assert limited is not None, "the time-limited cell finished before its limit could be lowered"
 
     # the sbatch scripts carry the grid's resources: one job array per set of resources
     scripts = sorted((root / "_submitit").glob("*_submission.sh"))
@@ -118,16 +146,17 @@ def test_real_slurm_resources_requeue_and_time_limit(tmp_path, slurm):
     st = grid_status(root)
     assert (st.status == "done").all(), st
     # requeued by hand: resumed from the checkpoint it had (or a later one written as SIGTERM arrived)
-    small = json.loads((cells[2.0e11] / "trained.json").read_text())
+    small = json.loads((cells[SMALL] / "trained.json").read_text())
     assert len(small["resumed_from"]) == 1 and small["resumed_from"][0] >= requeued[1], (small, requeued)
     # the time limit: Slurm's warning made it checkpoint and requeue itself (submitit's checkpoint hook)
-    big = json.loads((cells[1.2e12] / "trained.json").read_text())
+    big = json.loads((cells[BIG] / "trained.json").read_text())
     assert big["resumed_from"], big
-    assert "requeued" in (cells[1.2e12] / "attempts.log").read_text()
-    assert int(json.loads((cells[1.2e12] / "status.json").read_text())["slurm_restarts"]) >= 1
+    assert "requeued" in (cells[BIG] / "attempts.log").read_text()
+    assert int(json.loads((cells[BIG] / "status.json").read_text())["slurm_restarts"]) >= 1
     for b in cells: same_run(ref_cells[b], cells[b])  # metrics and every ledger event equal the uninterrupted runs
     print(f"requeued job {requeued[0]} at checkpoint-{requeued[1]} -> resumed from {small['resumed_from']}; "
-          f"time-limited cell resumed from {big['resumed_from']}; released {released} requeue hold(s); {time.time() - t0:.0f} s")
+          f"time-limited cell (limit lowered to {limited[1]} min after {limited[2]} s) resumed from {big['resumed_from']}; "
+          f"released {released} requeue hold(s); {time.time() - t0:.0f} s")
 
 
 def test_real_slurm_refuses_gpus_on_a_cpu_node_and_the_script_asks_for_them(tmp_path, slurm):

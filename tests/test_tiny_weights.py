@@ -25,7 +25,7 @@ def test_every_shipped_recipe_records_its_environment_and_tolerances():
         assert tol and all(0 < t["tolerance"] < 0.2 and t["items"] >= 100 for t in tol.values()), (label, tol)
 
 
-def test_retraining_reproduces_the_shipped_weights(tmp_path, monkeypatch):
+def test_retraining_reproduces_the_shipped_weights(tmp_path, monkeypatch, all_cores):
     "The cheapest recipe (the proxy PRM: tiny-s, 600 steps) retrained from scratch, judged by the claim that fits this machine."
     monkeypatch.setenv("RACE_NB_CACHE", str(tmp_path))
     r = check_reproduction("proxy_prm")
