@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest lab bench bench-suite gpu-check
+.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest pytest-main pytest-slurm lab bench bench-suite gpu-check
 
 setup: $(STAMP)
 
@@ -35,7 +35,17 @@ demo: setup
 site: setup  # the report of the demo grid (run first when missing) and every chapter executed, into _site/
 	$(BIN)/race site
 
-test: setup check-export check-clean nbtest pytest
+# make test: nbdev_test runs beside pytest's main part (its output is printed when it ends), then the Slurm tests run alone.
+# `make nbtest` and `make pytest` run each part by itself.
+test: setup check-export check-clean
+	@log=$$(mktemp); echo "nbdev_test: every notebook, beside pytest (its output follows pytest's)"; \
+	( $(MAKE) --no-print-directory nbtest > $$log 2>&1 ) & nb=$$!; \
+	$(MAKE) --no-print-directory pytest-main; pt=$$?; \
+	wait $$nb; nbrc=$$?; cat $$log; rm -f $$log; \
+	if [ $$nbrc -ne 0 ]; then echo "make test: nbdev_test FAILED (above)"; fi; \
+	if [ $$pt -ne 0 ]; then echo "make test: pytest FAILED (above)"; fi; \
+	[ $$nbrc -eq 0 ] && [ $$pt -eq 0 ]
+	@$(MAKE) --no-print-directory pytest-slurm
 	@echo "make test: all checks passed"
 
 check-export: setup
@@ -47,9 +57,12 @@ check-clean: setup
 nbtest: setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/nbdev_test --do_print --timing
 
-pytest: setup
+pytest: pytest-main pytest-slurm
+
+pytest-main: setup
 	$(BIN)/python -m pytest -q --durations=25 $(PYTEST_XDIST) -m "not slurm" tests
-	@echo "pytest: the Slurm tests, alone (their jobs use the cores Slurm gives them, not a pytest worker's)"
+
+pytest-slurm: setup  # the Slurm tests, alone: their jobs use the cores Slurm gives them, not a pytest worker's
 	RACE_TEST_OWN_SERVERS=1 $(BIN)/python -m pytest -q --durations=5 -m slurm tests
 
 export: setup
