@@ -35,17 +35,9 @@ demo: setup
 site: setup  # the report of the demo grid (run first when missing) and every chapter executed, into _site/
 	$(BIN)/race site
 
-# make test: nbdev_test runs beside pytest's main part (its output is printed when it ends), then the Slurm tests run alone.
-# `make nbtest` and `make pytest` run each part by itself.
-test: setup check-export check-clean
-	@log=$$(mktemp); echo "nbdev_test: every notebook, beside pytest (its output follows pytest's)"; \
-	( $(MAKE) --no-print-directory nbtest > $$log 2>&1 ) & nb=$$!; \
-	$(MAKE) --no-print-directory pytest-main; pt=$$?; \
-	wait $$nb; nbrc=$$?; cat $$log; rm -f $$log; \
-	if [ $$nbrc -ne 0 ]; then echo "make test: nbdev_test FAILED (above)"; fi; \
-	if [ $$pt -ne 0 ]; then echo "make test: pytest FAILED (above)"; fi; \
-	[ $$nbrc -eq 0 ] && [ $$pt -eq 0 ]
-	@$(MAKE) --no-print-directory pytest-slurm
+# make test: nbdev_test, then pytest's main part, then the Slurm tests alone. (nbdev_test beside pytest was measured slower
+# on 2 cores: bench/SUITE.md.)
+test: setup check-export check-clean nbtest pytest-main pytest-slurm
 	@echo "make test: all checks passed"
 
 check-export: setup
