@@ -55,35 +55,21 @@ def commit() -> str:
     return p.stdout.strip() or "unknown"
 
 
-def measure(workers: int, nbtest: bool, beside: bool = False) -> dict:
-    "As `make test`: nbdev_test, then pytest's main part (or both at once, beside=True), then the Slurm tests alone."
+def measure(workers: int, nbtest: bool) -> dict:
+    "As `make test`: nbdev_test, then pytest's main part, then the Slurm tests alone."
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "RACE_DATA_DIR": os.environ.get("RACE_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
     r = dict(commit=commit(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=machine(), workers=workers,
              slurm=subprocess.run(["sh", "-c", "sinfo -h -o %T 2>/dev/null | grep -q idle"]).returncode == 0,
              chromium=any((Path(d) / "chromium").exists() for d in os.environ.get("PATH", "").split(":")),
-             tmux=any((Path(d) / "tmux").exists() for d in os.environ.get("PATH", "").split(":")),
-             beside=bool(nbtest and beside))
+             tmux=any((Path(d) / "tmux").exists() for d in os.environ.get("PATH", "").split(":")))
     busy = lambda: suite_cpu.busy_seconds() if suite_cpu.STAT.exists() else None
-    t_all, c_all = time.time(), busy()
-    nb = None
     if nbtest:
-        nb_log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"race-suite-nbtest-{os.getpid()}.log", "w+")
-        c0, t0 = busy(), time.time()
-        nb = subprocess.Popen([str(BIN / "nbdev_test"), "--timing"], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-                              stdout=nb_log, stderr=subprocess.STDOUT, text=True)
-        import threading
-        ended = {}
-        threading.Thread(target=lambda: ended.setdefault("t", (nb.wait(), time.time())[1]), daemon=True).start()
-        def finish_nbtest():
-            rc = nb.wait()
-            while "t" not in ended: time.sleep(0.05)
-            secs = ended["t"] - t0
-            nb_log.seek(0); text = nb_log.read()
-            r["nbtest"] = dict(seconds=secs, ok=rc == 0, cpu_seconds=None if beside or c0 is None else busy() - c0,
-                               notebooks={m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+\.ipynb): (\d+) secs", text, re.M)})
-            print(f"nbdev_test: {secs:.0f} s ({'ok' if rc == 0 else 'FAILED'})", flush=True)
-        if not beside: finish_nbtest()
+        c0 = busy()
+        secs, text, rc = run([str(BIN / "nbdev_test"), "--timing"], {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+        r["nbtest"] = dict(seconds=secs, ok=rc == 0, cpu_seconds=busy() - c0 if c0 is not None else None,
+                           notebooks={m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+\.ipynb): (\d+) secs", text, re.M)})
+        print(f"nbdev_test: {secs:.0f} s ({'ok' if rc == 0 else 'FAILED'})", flush=True)
     base = [str(BIN / "python"), "-m", "pytest", "-q", "--durations=0", "-p", "no:cacheprovider", "-p", "suite_cpu", "tests"]
     phases = [(base + ["-m", "not slurm"] + (["-n", str(workers), "--dist", "loadgroup"] if workers else []), {}),
               (base + ["-m", "slurm"], {"RACE_TEST_OWN_SERVERS": "1"})]  # as the Makefile: the Slurm tests alone, after the rest
@@ -91,22 +77,18 @@ def measure(workers: int, nbtest: bool, beside: bool = False) -> dict:
     cpu_log.unlink(missing_ok=True)
     c0 = busy()
     secs, text, rc, main = 0.0, "", 0, None
-    for i, (cmd, extra) in enumerate(phases):
+    for cmd, extra in phases:
         s_, t_, rc_ = run(cmd, {**env, **extra, "RACE_SUITE_CPU_LOG": str(cpu_log),
                                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "bench"), env.get("PYTHONPATH")]))})
-        secs, text, rc = secs + s_, text + t_, rc or rc_
-        if i == 0:
-            main = s_
-            if nb is not None and beside: finish_nbtest()  # make test waits for nbdev_test before the Slurm tests
+        secs, text, rc, main = secs + s_, text + t_, rc or rc_, s_ if main is None else main
     cpu = {GROUP.sub("", d["test"]): d["cpu"] for d in map(json.loads, cpu_log.read_text().splitlines())} if cpu_log.exists() else {}
     r["pytest"] = dict(seconds=secs, main_seconds=main, ok=rc == 0, summary=" + ".join(summary_lines(text)), tests=pytest_durations(text),
-                       cpu=cpu, cpu_seconds=busy() - c0 if c0 is not None and not r["beside"] else None)
-    r["total_seconds"], r["total_cpu_seconds"] = time.time() - t_all, (busy() - c_all) if c_all is not None else None
+                       cpu=cpu, cpu_seconds=busy() - c0 if c0 is not None else None)
     print(f"pytest: {secs:.0f} s - {r['pytest']['summary']}", flush=True)
     return r
 
 
-DECISIONS = """## How the suite is run, and why (measured here, 2 cores)
+DECISIONS = """## How the suite is run, and why (measured in session 14, on 2 cores, with bench/suite.py at the commits named)
 
 - pytest-xdist, one worker per core, each pinned to its own core (tests/conftest.py): with `--before` the serial run at d056e44 on
   the same machine (bench/suite-d056e44.json), the main part went from 701 s serial (1.53 cores busy) to 398 s (1.89 busy) at
@@ -116,31 +98,29 @@ DECISIONS = """## How the suite is run, and why (measured here, 2 cores)
 - The Slurm tests run alone, after the rest: their jobs are not pinned with a worker, and beside a worker's heavy tests the
   time-limited cell once missed its 15 minutes (CI of session 12).
 - nbdev_test beside pytest's main part was measured slower, not faster: 685 s from start to end against 621 s one after the
-  other (100689b against 6e5f92f), the cores about as busy (1.90) but the same work taking longer; `make test` runs them in turn.
+  other (100689b, whose suite.py could run them side by side, against 6e5f92f), the cores about as busy (1.90) but the same
+  work taking longer; `make test` runs them in turn, and suite.py no longer offers the side-by-side run.
 """
 
 
 def render(r: dict, before: dict | None) -> str:
     m, pt = r["machine"], r["pytest"]
-    total = r.get("total_seconds") or pt["seconds"] + r.get("nbtest", {}).get("seconds", 0)
+    total = pt["seconds"] + r.get("nbtest", {}).get("seconds", 0)
     lines = ["# The test suite: measured", "",
              f"Written by `make bench-suite` (bench/suite.py) at commit {r['commit']}, {r['date']}, on {m['cpus']} usable cores "
              f"({m['cpu']}), Python {m['python']}, with the environment built. pytest {'serial' if not r['workers'] else 'on %d xdist workers' % r['workers']}. "
              "Times are wall-clock seconds; a test's time is its setup + call + teardown, so a shared fixture counts in the first test "
              "that asks for it.", "",
-             (f"- nbdev_test (every notebook, two at a time{', beside pytest' if r.get('beside') else ''}): **{r['nbtest']['seconds']:.0f} s**"
-              if "nbtest" in r else "- nbdev_test: not run (--no-nbtest)"),
+             (f"- nbdev_test (every notebook, in parallel): **{r['nbtest']['seconds']:.0f} s**" if "nbtest" in r
+              else "- nbdev_test: not run (--no-nbtest)"),
              f"- pytest: **{pt['seconds']:.0f} s** ({pt['summary']})" + (f"; its main part {pt['main_seconds']:.0f} s, the Slurm tests "
                                                                         f"{pt['seconds'] - pt['main_seconds']:.0f} s" if pt.get("main_seconds") else ""),
              *([f"- CPU: pytest kept {pt['cpu_seconds'] / pt['seconds']:.2f} of {m['cpus']} cores busy on average"
                 + (f", nbdev_test {r['nbtest']['cpu_seconds'] / r['nbtest']['seconds']:.2f}" if r.get("nbtest", {}).get("cpu_seconds") else "")
-                + " (busy CPU seconds from /proc/stat over wall seconds; a test's **CPU s** column is the same, all its processes)"]
+                + " (busy CPU seconds from /proc/stat over wall seconds). A test's **CPU s** is the busy seconds, all its processes "
+                "included, of its pytest worker's own cores (workers are pinned), or of every core when serial"]
                if pt.get("cpu_seconds") else []),
-             *([f"- CPU: the whole run kept {r['total_cpu_seconds'] / r['total_seconds']:.2f} of {m['cpus']} cores busy on average (busy CPU "
-                "seconds from /proc/stat over wall seconds). A test's **CPU s** is its pytest worker's own cores' busy seconds while it ran "
-                "(workers are pinned); while nbdev_test runs beside, its notebooks' share of those cores counts in too"]
-               if r.get("beside") and r.get("total_cpu_seconds") else []),
-             f"- together: **{total:.0f} s** ({total / 60:.1f} min) from start to end; `make test` adds the export and clean checks (seconds)",
+             f"- together: **{total:.0f} s** ({total / 60:.1f} min); `make test` adds the export and clean checks (seconds)",
              f"- here: Slurm {'running' if r['slurm'] else 'not running (its two tests skip; CI starts one)'}, "
              f"Chromium {'found' if r['chromium'] else 'absent'}, tmux {'found' if r['tmux'] else 'absent'}", ""]
     b = (before or {}).get("pytest", {}).get("tests", {})
@@ -167,10 +147,10 @@ def render(r: dict, before: dict | None) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=int(os.environ.get("PYTEST_WORKERS", "0") or 0), help="pytest-xdist workers (0: serial)")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=int(os.environ.get("PYTEST_WORKERS") or (min(cores, 4) if cores >= 2 else 0)),
+                    help="pytest-xdist workers (0: serial; default as the Makefile: one per usable core, at most 4)")
     ap.add_argument("--no-nbtest", action="store_true", help="time pytest only")
-    ap.add_argument("--nbtest-beside", action="store_true", help="nbdev_test beside pytest's main part, not before it as `make test` runs it "
-                    "(measured slower on 2 cores)")
     ap.add_argument("--before", help="a saved pytest output (with --durations=0), or a suite.json kept from an earlier run, to compare against instead of bench/suite.json")
     ap.add_argument("--before-label", default=None, help="what --before was run on (e.g. its commit)")
     ap.add_argument("--render-only", action="store_true", help="rewrite SUITE.md from bench/suite.json (and --before) without running anything")
@@ -185,7 +165,7 @@ def main():
                       summary=summary_line(text), tests=pytest_durations(text)))
     if a.render_only:
         OUT.write_text(render(json.loads(DATA.read_text()), before)); print(OUT.read_text()); return
-    r = measure(a.workers, not a.no_nbtest, beside=a.nbtest_beside)
+    r = measure(a.workers, not a.no_nbtest)
     OUT.write_text(render(r, before))
     DATA.write_text(json.dumps(r, indent=1) + "\n")
     print(OUT.read_text())
