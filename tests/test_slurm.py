@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.slurm  # `make test` runs these after the others, alone: a Slurm job's cores are not the pytest worker's
 
-from race_nb.grid import GridError, grid_status, run_grid
+from race_nb.grid import GridError, grid_status, parse_minutes, run_grid
 from test_resume import same_run
 
 RACE = str(Path(sys.executable).with_name("race"))
@@ -70,14 +70,10 @@ def squeue() -> list[tuple[str, str, str]]:
 SMALL, BIG = 1.0e11, 5.4e11  # requeued by hand at checkpoint-8 of 56 steps; time-limited, 300 steps
 
 
-def elapsed_seconds(job: str) -> int | None:
-    "How long a running Slurm job has run (squeue's %M: [[D-]H:]M:SS), None when it is not running."
+def elapsed_seconds(job: str) -> float | None:
+    "How long a running Slurm job has run (squeue's %M, a Slurm time: race_nb.grid.parse_minutes reads it), None when it is not running."
     out = subprocess.run(["squeue", "-h", "-j", job, "-t", "RUNNING", "-o", "%M"], capture_output=True, text=True).stdout.strip()
-    if not out: return None
-    days, _, hms = out.rpartition("-")
-    secs = 0
-    for part in hms.split(":"): secs = secs * 60 + int(part)
-    return secs + 86400 * int(days or 0)
+    return parse_minutes(out) * 60 if out else None
 
 
 def newest_checkpoint(cell: Path) -> int:
