@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_race.ipynb #d932e94b
 from __future__ import annotations
-import dataclasses, math, warnings
+import dataclasses, functools, math, warnings
 from dataclasses import dataclass
 import numpy as np
 import pandas as pd
@@ -43,10 +43,11 @@ def pilot_grid(name: str, # grid name (runs/<name>/)
 # %% ../nbs/08_race.ipynb #981957ea
 FITS = ("constant", "linear", "quadratic", "loglinear")
 
+_DESIGNS = {"constant": lambda rho: [rho ** 0], "linear": lambda rho: [rho ** 0, rho], "quadratic": lambda rho: [rho ** 0, rho, rho ** 2],
+            "loglinear": lambda rho: [rho ** 0, np.log(rho)]}
+
 def _design(kind: str, rho: np.ndarray) -> np.ndarray:
-    cols = {"constant": [rho ** 0], "linear": [rho ** 0, rho], "quadratic": [rho ** 0, rho, rho ** 2],
-            "loglinear": [rho ** 0, np.log(rho)]}[kind]
-    return np.stack(cols, 1)
+    return np.stack(_DESIGNS[kind](rho), 1)
 
 # %% ../nbs/08_race.ipynb #e2a985c2
 def fit_curve(kind: str, rho, y) -> np.ndarray:
@@ -67,7 +68,8 @@ def loo_points(rho, y, groups=None, # the arm of each cell: a model needs as man
     for kind in FITS:
         k = _design(kind, rho[:1]).shape[1]
         if n_arms < k or len(rho) <= k: out[kind] = None; continue
-        out[kind] = np.array([(y[i] - predict_curve(kind, fit_curve(kind, np.delete(rho, i), np.delete(y, i)), rho[i:i + 1])[0]) ** 2
+        X = _design(kind, rho)  # row i is cell i's design row: deleting it is the design of the other cells
+        out[kind] = np.array([(y[i] - (X[i:i + 1] @ np.linalg.lstsq(np.delete(X, i, 0), np.delete(y, i), rcond=None)[0])[0]) ** 2
                               for i in range(len(rho))])
     return out
 
@@ -140,21 +142,29 @@ def _regime(kind: str, brho: float, reward_share: float, sibling_best: float | N
     return "update-heavy" if brho >= th.rho_split else "search-heavy"
 
 # %% ../nbs/08_race.ipynb #fb4eba17
-def _reward_share(g: pd.DataFrame, brho: float) -> float:
-    "Mean reward-FLOP share of the cells of the arm whose realised rho is nearest `brho`."
-    share = g.flops_reward.fillna(0) / g.flops_total
+def _reward_share(arm: np.ndarray, rho: np.ndarray, share: np.ndarray, brho: float) -> float:
+    "Mean reward-FLOP share of the cells of the arm whose realised rho is nearest `brho` (arrays: one entry per cell; the first such arm in sorted order on a tie)."
     if not math.isfinite(brho): return float(share.mean())
-    arm = g.groupby("arm").rho.mean().sub(brho).abs().idxmin()
-    return float(share[g.arm == arm].mean())
+    arms = np.unique(arm)
+    near = arms[int(np.argmin([abs(rho[arm == a].mean() - brho) for a in arms]))]
+    return float(share[arm == near].mean())
 
 # %% ../nbs/08_race.ipynb #20e75634
-def _call(g: pd.DataFrame, target: str, sibling_best, th: Thresholds) -> dict:
-    rho, y = g.rho.to_numpy(float), g[target].to_numpy(float)
-    kind, errs = select_fit(rho, y, groups=g.arm.to_numpy())
+def _cell_arrays(g: pd.DataFrame, target: str) -> tuple[np.ndarray, ...]:
+    "(arm, rho, target, reward-FLOP share) of each cell, as arrays: what the fit's call reads."
+    return (g.arm.to_numpy(str), g.rho.to_numpy(float), g[target].to_numpy(float),
+            (g.flops_reward.fillna(0) / g.flops_total).to_numpy(float))
+
+def _call_arrays(arm, rho, y, share, sibling_best, th: Thresholds) -> dict:
+    kind, errs = select_fit(rho, y, groups=arm)
     brho = best_rho(kind, rho, y)
-    share = _reward_share(g, brho)
-    return dict(fit=kind, best_rho=brho, reward_share=share, regime=_regime(kind, brho, share, sibling_best, th),
+    rs = _reward_share(arm, rho, share, brho)
+    return dict(fit=kind, best_rho=brho, reward_share=rs, regime=_regime(kind, brho, rs, sibling_best, th),
                 **{f"loo_{k}": v for k, v in errs.items()})
+
+def _call(g: pd.DataFrame, target: str, sibling_best, th: Thresholds) -> dict:
+    "The fit's call on one configuration's done cells: the selected response model, its best rho, the reward share there and the regime."
+    return _call_arrays(*_cell_arrays(g, target), sibling_best, th)
 
 def _usable(results: pd.DataFrame, target: str) -> pd.DataFrame:
     if target not in results.columns:
@@ -231,14 +241,19 @@ def contrast_components(D: np.ndarray, # [seed, prompt] differences
         se2, df = v_prompt, float(P - 1) if P > 1 else nan
     return dict(est=float(D.mean()), S=S, P=P, v_seed=v_seed, v_prompt=v_prompt, ms_resid=ms_resid, se=math.sqrt(se2), df=df)
 
+@functools.lru_cache(maxsize=None)
+def _t_ppf(q: float, df: float) -> float:
+    "Student's t quantile (cached: an interval's degrees of freedom are a seed count minus one, so few values recur)."
+    from scipy.stats import t as student_t
+    return float(student_t.ppf(q, df))
+
 def paired_interval(D: np.ndarray, # [seed, prompt] differences (prompts paired by id across arms)
                     th: "Thresholds", # alpha
                    ) -> tuple[float, float, float]:
     "Mean of D and its (1 - alpha) t interval with the training seed as the unit: seed-level plus prompt-level variance on S - 1 degrees of freedom (prompt-only with one seed)."
-    from scipy.stats import t as student_t
     c = contrast_components(D)
     if not (np.isfinite(c["se"]) and np.isfinite(c["df"]) and c["df"] > 0): return c["est"], float("nan"), float("nan")
-    h = float(student_t.ppf(1 - th.alpha / 2, c["df"])) * c["se"]
+    h = _t_ppf(1 - th.alpha / 2, float(c["df"])) * c["se"]
     return c["est"], c["est"] - h, c["est"] + h
 
 # %% ../nbs/08_race.ipynb #e3fdfc34
@@ -316,9 +331,11 @@ def update_call(g: pd.DataFrame, # done cells of one configuration
 def _confidence(g: pd.DataFrame, target: str, sibling: float | None, call: dict, th: Thresholds) -> float:
     "Share of bootstrap resamples of the cells giving the same regime (for an undetermined call: the best-supported directional regime's share)."
     rng, votes = np.random.default_rng(th.seed), []
+    cells = _cell_arrays(g, target)  # resampled as arrays: the same calls as on the resampled table, without a table per resample
     for _ in range(th.n_boot):
-        b = g.iloc[rng.integers(0, len(g), len(g))]
-        votes.append(_call(b, target, sibling, th)["regime"] if b.rho.round(3).nunique() >= 2 else "insufficient data")
+        b = rng.integers(0, len(g), len(g))
+        arm, rho, y, share = (a[b] for a in cells)
+        votes.append(_call_arrays(arm, rho, y, share, sibling, th)["regime"] if len(np.unique(np.round(rho, 3))) >= 2 else "insufficient data")
     directional = [v for v in votes if v in REGIMES[:3]]
     same = (votes.count(call["regime"]) if call["regime"] != "undetermined" else
             max((directional.count(r) for r in REGIMES[:3]), default=0))
@@ -557,10 +574,13 @@ def bootstrap_validation(tab: pd.DataFrame, # `validate`'s per-configuration tab
     truths = tab.full_call[tab.full_call != "abstain"].value_counts()
     majority = truths.index[0] if len(truths) else "high-update"
     rng, rows = np.random.default_rng(seed), []
+    # resampled: only the columns the measures read, as numpy-backed columns (a resample of Arrow-backed text is ~10x slower)
+    cols = [c for c in ("pilot_call", "full_call", "same_regime", "gain_vs_trl_default") if c in tab.columns]
+    small = pd.DataFrame({c: tab[c].to_numpy(object) if tab[c].dtype.kind == "O" else tab[c].to_numpy() for c in cols})
     for name, f in _validation_measures(majority).items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            boots = np.array([f(tab.iloc[rng.integers(0, len(tab), len(tab))]) for _ in range(n_boot)], float)
+            boots = np.array([f(small.iloc[rng.integers(0, len(small), len(small))]) for _ in range(n_boot)], float)
         lo, hi = (np.nanquantile(boots, [alpha / 2, 1 - alpha / 2]) if np.isfinite(boots).any() else (np.nan, np.nan))
         rows.append(dict(measure=name, value=f(tab), lo=float(lo), hi=float(hi), defined=float(np.isfinite(boots).mean()), configurations=len(tab)))
     return pd.DataFrame(rows).set_index("measure")
@@ -695,9 +715,14 @@ def size_bought(results: pd.DataFrame, # done cells (model, reward, arm, budget,
 
 # %% ../nbs/08_race.ipynb #da9a1ed8
 def _size_order(models) -> list:
-    "Policies from smallest to largest by parameter count."
-    from race_nb.grpo import policy_flops
-    return sorted(models, key=lambda m: policy_flops(m).n_params)
+    "Policies from smallest to largest by parameter count (`grpo.policy_flops`'s; a registered name is counted from its config without importing the trainer)."
+    from race_nb.config import is_checkpoint_ref, model_entry
+    from race_nb.flops import LINEARS, LoraSpec, ModelFlops
+    def n_params(m):
+        if not is_checkpoint_ref(m): return ModelFlops.from_config(model_entry(m).config, lora=LoraSpec(16, LINEARS)).n_params
+        from race_nb.grpo import policy_flops  # a checkpoint's own config.json
+        return policy_flops(m).n_params
+    return sorted(models, key=n_params)
 
 # %% ../nbs/08_race.ipynb #58219854
 def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: pd.DataFrame | None = None,
