@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_data.ipynb #54e29f1e
 from __future__ import annotations
-import json, os, random, re
+import functools, json, os, random, re
 from dataclasses import dataclass
 from pathlib import Path
 from .core import check_positive, check_choice
@@ -98,9 +98,13 @@ def arith_records(split: str, # train, test_id or test_ood
                   n: int | None = None, # records (default: the split's standard size)
                   seed: int = 0, # data seed: same seed, same data
                  ) -> list[dict]:
-    "Records `id, prompt, answer, solution, task` of an arithmetic-chain split."
+    "Records `id, prompt, answer, solution, task` of an arithmetic-chain split (drawn once per process and split, then copied: a cell asks for its splits several times)."
     check_choice("arith split", split, tuple(ARITH_SPECS))
     n = check_positive("n", ARITH_SIZES[split] if n is None else n, integer=True)
+    return [dict(r) for r in _arith_records(split, n, seed)]
+
+@functools.lru_cache(maxsize=16)
+def _arith_records(split: str, n: int, seed: int) -> tuple:
     exclude = set()
     if split in ("train", "pretrain"):
         exclude = {r["prompt"] for s in ("test_id", "test_ood") for r in arith_records(s, seed=seed)}
@@ -109,7 +113,7 @@ def arith_records(split: str, # train, test_id or test_ood
         steps, ans = solve_chain(operands, ops)
         out.append(dict(id=f"arith-{split}-{seed}-{i}", prompt=chain_prompt(operands, ops), answer=str(ans),
                         solution=chain_text(steps, ans), task="arith"))
-    return out
+    return tuple(out)
 
 # %% ../nbs/02_data.ipynb #cab403ff
 def teacher_solution(record: dict, # an arithmetic-chain record

@@ -219,7 +219,8 @@ def train_cell(cfg: CellConfig, out_dir,
     trained = TrainedCell(trainer.model, trainer.processing_class, trainer.ledger, rec["steps"], rec["train_seconds"],
                           trainer.state.log_history, resumed, rec["signal"])
     shutil.rmtree(out / "trl", ignore_errors=True)  # checkpoints are superseded by the training outputs
-    del trainer; release_scorers()  # the trainer, and the reward model it scored with, leave before evaluation loads its models
+    del trainer  # the trainer, and the reward model it scored with, leave before evaluation loads its models:
+    if not release_scorers(): gc.collect()  # a release collects; without a scorer to drop, the trainer's reference cycles still must go
     return trained
 
 # %% ../nbs/06_eval.ipynb #0ab876a6

@@ -396,6 +396,7 @@ def release_scorers() -> int:
     "Drop the process-wide hf scorers, so that their models leave the accelerator once no reward holds them (the next use loads them again); return how many were dropped. Cells call it between training and evaluation, and between the scorers evaluation loads."
     import gc
     n = len(_HF_SCORERS)
+    if not n: return 0  # nothing held: no collection (a full one costs ~0.3 s with torch loaded)
     _HF_SCORERS.clear(); gc.collect()
     if torch.cuda.is_available(): torch.cuda.empty_cache()
     return n
