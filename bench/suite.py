@@ -38,10 +38,31 @@ def summary_line(text: str) -> str:
     return summary_lines(text)[-1]
 
 
+REFERENCE = """
+import time, torch
+torch.set_num_threads(1)
+a, best = torch.randn(512, 512, generator=torch.Generator().manual_seed(0)), []
+for _ in range(3):
+    t = time.perf_counter(); s = 0
+    for i in range(2_000_000): s += i
+    for _ in range(50): a @ a
+    best.append(time.perf_counter() - t)
+print(min(best))
+"""
+
+
+def reference_seconds() -> float | None:
+    "The machine's speed on one core: a fixed Python loop (2e6 additions) and 50 float32 512x512 matmuls on one torch thread, best of 3, "
+    "in seconds. Suite times from two machines compare only through it (the same commit ran 2-3x apart on machines of this kind)."
+    p = subprocess.run([sys.executable, "-c", REFERENCE], capture_output=True, text=True)
+    return round(float(p.stdout.strip()), 3) if p.returncode == 0 else None
+
+
 def machine() -> dict:
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), platform.processor()) \
         if Path("/proc/cpuinfo").exists() else platform.processor()
-    return dict(cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(), cpu=cpu, python=platform.python_version())
+    return dict(cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(), cpu=cpu, python=platform.python_version(),
+                reference_s=reference_seconds())
 
 
 def run(cmd: list, env: dict) -> tuple[float, str, int]:
@@ -100,6 +121,18 @@ DECISIONS = """## How the suite is run, and why (measured in session 14, on 2 co
 - nbdev_test beside pytest's main part was measured slower, not faster: 685 s from start to end against 621 s one after the
   other (100689b, whose suite.py could run them side by side, against 6e5f92f), the cores about as busy (1.90) but the same
   work taking longer; `make test` runs them in turn, and suite.py no longer offers the side-by-side run.
+
+## Session 15: a slower machine, and what was cut
+
+- Machines of one kind differ: the suite at 3a7d2a9 ran in 628 s (session 14), at e76f028 (the same code and tests; only
+  test_slurm's time parser changed) in 1257 s on session 15's machine (bench/suite-e76f028-s15.json); d056e44 in 669 s (session 13)
+  and 1068 s (session 14). SUITE.md now states the machine's speed on a fixed one-core workload (`REFERENCE`), so that two suites can
+  be compared through it. It is a rough guide: on session 15's machine it read 0.38 s at one moment and 0.49-0.52 s at another.
+- RACE's bootstraps (`diagnose`'s fit-regime confidence, `bootstrap_validation`) resample arrays, not a table per resample, and the
+  size ordering no longer imports the trainer: 08_race under nbdev_test 127 s -> 50 s on session 15's machine, its tables identical
+  (compared with `DataFrame.equals` on the shipped results/race-* tables and on synthetic grids before and after).
+- A cell draws each arithmetic split once per process, and collects garbage only where something was released (a full collection
+  costs ~0.3 s with torch loaded): about 1 s less per cell there.
 """
 
 
@@ -121,12 +154,17 @@ def render(r: dict, before: dict | None) -> str:
                 "included, of its pytest worker's own cores (workers are pinned), or of every core when serial"]
                if pt.get("cpu_seconds") else []),
              f"- together: **{total:.0f} s** ({total / 60:.1f} min); `make test` adds the export and clean checks (seconds)",
+             *([f"- machine speed: the reference workload (bench/suite.py `REFERENCE`: one core) took **{m['reference_s']:.2f} s** here"
+                + (f"; {before['machine']['reference_s']:.2f} s on the machine of the run compared with" if (before or {}).get("machine", {}).get("reference_s") else "")]
+               if m.get("reference_s") else []),
              f"- here: Slurm {'running' if r['slurm'] else 'not running (its two tests skip; CI starts one)'}, "
              f"Chromium {'found' if r['chromium'] else 'absent'}, tmux {'found' if r['tmux'] else 'absent'}", ""]
     b = (before or {}).get("pytest", {}).get("tests", {})
     if before:
         lines += [f"Compared with the run before (commit {before.get('commit', '?')}, {before.get('date', '?')}: pytest "
-                  f"{before['pytest']['seconds']:.0f} s, {before['pytest'].get('summary', '')}).", ""]
+                  f"{before['pytest']['seconds']:.0f} s, {before['pytest'].get('summary', '')}"
+                  + (f"; nbdev_test {before['nbtest']['seconds']:.0f} s; together {before['pytest']['seconds'] + before['nbtest']['seconds']:.0f} s"
+                     if "nbtest" in before else "") + ").", ""]
     tests = sorted(pt["tests"].items(), key=lambda kv: -kv[1])
     cpu = pt.get("cpu", {})
     lines += ["| test | seconds | CPU s |" + (" before | change |" if b else ""), "|---|---:|---:|" + ("---:|---:|" if b else "")]
