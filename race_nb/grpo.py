@@ -409,9 +409,20 @@ def tracking_args(args, env=None) -> dict | None:
     for r in t["report_to"]: os.environ.update(where.get(r, {}))  # read by transformers' callbacks when the trainer builds them
     return t
 
+class _TrackioWithoutDashboard:
+    "The trackio module as transformers' TrackioCallback calls it, but its `init` never launches trackio's local dashboard. A grid cell runs in a Jupyter kernel, where `trackio.init` starts a web server (uvicorn, port 7860 on) in every cell; two cells starting at once bind the same port and one of them waits 60 s for a server that never starts. `race grid watch` and trackio's own `trackio show` read the runs instead."
+    def __init__(self, module): self._module = module
+    def __getattr__(self, name): return getattr(self._module, name)
+    def init(self, *args, **kwargs): return self._module.init(*args, **{**kwargs, "embed": False})
+
 class TrackingCallback(TrainerCallback):
     "A grid cell's tracked run: the cell's parameters as the run's config; on a resume, each step stays logged once (TensorBoard purges the steps after the checkpoint, trackio skips those it has and gets back those it lost); each step's progress for `race grid watch`."
-    def __init__(self, trainer, track: dict | None): self.tr, self.track, self.t0 = trainer, track, None
+    def __init__(self, trainer, track: dict | None):
+        self.tr, self.track, self.t0 = trainer, track, None
+        if track and "trackio" in track["report_to"]:  # a grid cell's trackio run: no dashboard per cell
+            from transformers.integrations import TrackioCallback
+            for cb in trainer.callback_handler.callbacks:
+                if isinstance(cb, TrackioCallback) and not isinstance(cb._trackio, _TrackioWithoutDashboard): cb._trackio = _TrackioWithoutDashboard(cb._trackio)
 
     def _tb(self):
         from transformers.integrations import TensorBoardCallback
