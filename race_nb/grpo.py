@@ -422,7 +422,7 @@ class TrackingCallback(TrainerCallback):
         if track and "trackio" in track["report_to"]:  # a grid cell's trackio run: no dashboard per cell
             from transformers.integrations import TrackioCallback
             for cb in trainer.callback_handler.callbacks:
-                if isinstance(cb, TrackioCallback) and not isinstance(cb._trackio, _TrackioWithoutDashboard): cb._trackio = _TrackioWithoutDashboard(cb._trackio)
+                if isinstance(cb, TrackioCallback): cb._trackio = _TrackioWithoutDashboard(cb._trackio)
 
     def _tb(self):
         from transformers.integrations import TensorBoardCallback

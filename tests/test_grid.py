@@ -74,7 +74,8 @@ def tracked_runs_equal_log_histories(root, cells):
     first = lambda pairs: list(dict((s, v) for s, v in reversed(pairs)).items())[::-1]  # one value per step (trl's summary repeats the last)
     runs = SQLiteStorage.get_runs(root.name)
     assert sorted(r if isinstance(r, str) else r["name"] for r in runs) == sorted(cells), runs
-    for c in cells:
+    for c in cells:  # trackio prints how to open its dashboard only where it does not launch one itself (a web server per cell)
+        assert "View dashboard by running in your terminal" in (root / c / "cell.log").read_text(), c
         hist = [r for r in json.loads((root / c / "log_history.json").read_text()) if "flops/search" in r]
         tb = tensorboard_scalars(root / "_tracking" / "tensorboard" / c)
         logs = [r for r in SQLiteStorage.get_logs(root.name, c) if "train/flops/search" in r]
