@@ -71,6 +71,7 @@ def _report_parsers(sub) -> None:
     rep.add_argument("--renderer", choices=("auto", "quarto", "fallback"), default="auto",
                      help="auto: quarto when on PATH, else the nbconvert fallback")
     rep.add_argument("--full", default=None, help="full-budget runs of the same configurations: the RACE page validates against them")
+    rep.add_argument("--pages", nargs="+", default=None, metavar="PAGE", help="only these pages (e.g. compute race), linked to each other; default: all")
     site = sub.add_parser("site", help="the whole site: the report, every chapter executed, the API page (make site)")
     site.add_argument("runs_dir", nargs="?", default=None, help="a grid's runs folder (default: the demo grid's runs, run first when missing)")
     site.add_argument("--out", default="_site", help="output folder (default: _site)")
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "diagnose": _diagnose(args.runs_dir, args.full, args.target)
         elif args.command == "report":
             from race_nb.report import render_report
-            index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full)
+            index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full, only=args.pages)
             print(f"report rendered with {renderer}: {len(list(index.parent.glob('*.html')))} pages, open {index.resolve()}")
         elif args.command == "site":
             from race_nb.site import render_site

@@ -526,8 +526,9 @@ def execute_report(runs_dir, # a grid's runs folder
                    kernel: str = "race_nb", # Jupyter kernel for papermill
                    full_dir=None, # runs folder of full-budget runs of the same configurations (the RACE page validates against it)
                    workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
+                   only=None, # page stems to execute (e.g. ["compute"]), in the report's order; default: every page the grid gets
                   ) -> tuple[Path, list[tuple[str, str]]]:
-    "Execute the report pages against `runs_dir`; return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets."
+    "Execute the report pages against `runs_dir`; return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets. `only` executes a subset (the navigation then links just those)."
     from race_nb.kernels import warm_kernels
     runs_dir, out = Path(runs_dir).resolve(), Path(out)
     from race_nb.grid import aggregate
@@ -537,6 +538,10 @@ def execute_report(runs_dir, # a grid's runs folder
     own = user_grid(load_results(runs_dir))  # writes results.parquet, which the pages read
     if full_dir: load_results(full_dir)
     pages = [p for p in report_pages() if not own or p[0] in USER_PAGES]
+    if only is not None:  # checked against the pages this grid gets, before anything runs
+        from race_nb.core import check_choice
+        for stem in only: check_choice("report page", stem, [s for s, _ in pages])
+        pages = [p for p in pages if p[0] in set(only)]
     executed = out / "_executed"
     executed.mkdir(parents=True, exist_ok=True)
     src = project_root() / "nbs" / "report"
@@ -561,10 +566,11 @@ def render_report(runs_dir, # a grid's runs folder
                   kernel: str = "race_nb", # Jupyter kernel for papermill
                   full_dir=None, # runs folder of full-budget runs of the same configurations (the RACE page validates against it)
                   workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
+                  only=None, # page stems to render (e.g. ["compute"]); default: every page the grid gets
                  ) -> tuple[Path, str]:
-    "Execute the report pages (`execute_report`) and render them; return (index page, renderer used). `race_nb.site.render_site` adds the chapters."
+    "Execute the report pages (`execute_report`) and render them; return (first page: the index unless `only` leaves it out, renderer used). `race_nb.site.render_site` adds the chapters."
     renderer = pick_renderer(renderer)  # before anything runs
     out = Path(out)
-    executed, pages = execute_report(runs_dir, out, kernel, full_dir, workers)
+    executed, pages = execute_report(runs_dir, out, kernel, full_dir, workers, only)
     (render_quarto if renderer == "quarto" else render_fallback)(executed, out, pages)
-    return out / "index.html", renderer
+    return out / f"{pages[0][0]}.html", renderer

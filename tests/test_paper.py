@@ -192,7 +192,7 @@ fixed:
   n_eval: 8
   eval_max_new_tokens: 16
   max_completion_length: 16
-  prompts_per_step: 8
+  prompts_per_step: 4
   model_path: "toy:qwen2.5-1.5b"
   reward_settings:
     prm: {{backend: hf, path: "toy:qwen-prm"}}  # require_answer: true (the default): the toy policy never states an answer
@@ -201,7 +201,7 @@ axes:
   model: [qwen2.5-1.5b]
   reward: [prm]
   arm: [n8-m4]
-budgets: [8.0e10]  # the warned cell trains to the end: 5 steps, enough for 2 in a row without signal
+budgets: [4.0e10]  # the warned cell trains to the end: 5 steps, enough for 2 in a row without signal
 seeds: [0]
 no_signal_steps: 2
 {extra}"""
@@ -231,6 +231,9 @@ def test_a_dead_reward_fails_its_cell_or_warns_and_is_marked(data_dir, tmp_path)
     st = subprocess.run([RACE, "grid", "status", str(tmp_path / "runs" / "deadwarn")], capture_output=True, text=True)
     assert st.returncode == 0 and f"low signal {warn.cell}: only 0% of its prompt groups" in st.stdout, st.stdout
     from race_nb.report import render_report
-    render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback")
-    assert "learned from too little signal" in (tmp_path / "site" / "compute.html").read_text()
+    with pytest.raises(ValueError, match="unknown report page 'computes'; valid: index, compute"):  # checked before a page runs
+        render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=["computes"])
+    first, _ = render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=["compute"])  # the page that marks it
+    assert first.name == "compute.html" and sorted(p.name for p in (tmp_path / "site").glob("*.html")) == ["compute.html"]
+    assert "learned from too little signal" in first.read_text()
     print(fail.error)
