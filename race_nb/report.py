@@ -538,8 +538,9 @@ def execute_report(runs_dir, # a grid's runs folder
     own = user_grid(load_results(runs_dir))  # writes results.parquet, which the pages read
     if full_dir: load_results(full_dir)
     pages = [p for p in report_pages() if not own or p[0] in USER_PAGES]
-    if only is not None:  # checked against the pages this grid gets, before anything runs
+    if only is not None:  # checked against the pages this grid gets, before any page runs
         from race_nb.core import check_choice
+        if not only: raise ValueError(f"only=[] names no report page; valid: {', '.join(s for s, _ in pages)}")
         for stem in only: check_choice("report page", stem, [s for s, _ in pages])
         pages = [p for p in pages if p[0] in set(only)]
     executed = out / "_executed"

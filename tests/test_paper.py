@@ -233,6 +233,8 @@ def test_a_dead_reward_fails_its_cell_or_warns_and_is_marked(data_dir, tmp_path)
     from race_nb.report import render_report
     with pytest.raises(ValueError, match="unknown report page 'computes'; valid: index, compute"):  # checked before a page runs
         render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=["computes"])
+    with pytest.raises(ValueError, match=r"only=\[\] names no report page"):
+        render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=[])
     first, _ = render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=["compute"])  # the page that marks it
     assert first.name == "compute.html" and sorted(p.name for p in (tmp_path / "site").glob("*.html")) == ["compute.html"]
     assert "learned from too little signal" in first.read_text()
