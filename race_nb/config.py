@@ -158,10 +158,10 @@ class CellConfig:
 # %% ../nbs/00a_config.ipynb #ee34c8ed
 @patch
 def resolved_arm(self: CellConfig) -> Arm:
-    "The named arm this cell runs. A cell that picks its arm by `target_rho` needs the policy's FLOPs: `race_nb.grpo.cell_arm` solves for it."
+    "The named arm this cell runs. A cell that picks its arm by `target_rho` needs the policy's FLOPs: `race_nb.arm_flops.cell_arm` solves for it."
     if self.arm is not None: return ARMS[check_choice("arm", self.arm, tuple(ARMS))]
     if self.target_rho is None: raise ValueError("a cell needs an arm name or a target_rho")
-    raise ValueError(f"this cell picks its arm by target_rho={self.target_rho}: race_nb.grpo.cell_arm(cfg) solves for it from the policy's FLOPs")
+    raise ValueError(f"this cell picks its arm by target_rho={self.target_rho}: race_nb.arm_flops.cell_arm(cfg) solves for it from the policy's FLOPs")
 
 @patch
 def to_yaml(self: CellConfig, path=None) -> str:

@@ -12,7 +12,8 @@ from .core import TRAINED, atomic_path, trained_record, versions, write_atomic, 
 from .flops import FlopsLedger
 from .config import CellConfig, TARGETS
 from .data import load_spec
-from .grpo import build_trainer, cell_arm
+from .arm_flops import cell_arm
+from .grpo import build_trainer
 from .core import artifact_key, cache_dir, file_lock
 from .models import format_prompt, generate, load_policy
 from .data import grade

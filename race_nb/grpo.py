@@ -14,91 +14,18 @@ from .contract import CELL_DIR_ENV, cell_mismatches
 from .config import Arm, ARMS, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, MODEL_REWARDS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
+from .arm_flops import arm_flops, arm_for_rho, cell_arm, policy_flops, predict_rho, reward_model_flops
 from .rewards.core import Reward
 
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'reward_model_flops',
-           'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho', 'cell_arm', 'max_variance_subset',
+__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'max_variance_subset',
            'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'NoSignal',
            'NoSignalWarning', 'group_signal', 'no_signal_message', 'SignalWatch', 'peak_flops_of',
            'charge_reward_model', 'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer',
            'ledger_logs', 'TooFewCycles', 'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
            'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
-
-# %% ../nbs/05_grpo.ipynb #91dc54f3
-def reward_model_flops(reward: str, # reward system
-                       settings: dict | None = None, # its settings (hf back-end: path / hub_id of the checkpoint)
-                      ) -> ModelFlops | None:
-    "FLOPs model of a reward system's scoring model, from the checkpoint it will load (None for rule-based rewards)."
-    from race_nb.rewards.prm import SCORER_RECIPES
-    from race_nb.config import MODELS
-    from race_nb.models import resolve_path
-    if reward not in MODEL_REWARDS: return None
-    s = settings or {}
-    if s.get("backend", "tiny") != "hf": return ModelFlops.from_config(SCORER_RECIPES[reward]["arch"])
-    if s.get("path"): return ModelFlops.from_config(resolve_path(s["path"], f"reward_settings.{reward}.path"))
-    shipped = {e.hub_id: e.config for e in MODELS.values() if e.hub_id}
-    if s.get("hub_id") in shipped: return ModelFlops.from_config(shipped[s["hub_id"]])
-    from transformers import AutoConfig
-    from race_nb.models import is_offline
-    if is_offline(): raise RuntimeError(f"HF_HUB_OFFLINE=1: cannot read the config of {s['hub_id']} to count {reward}'s FLOPs; "
-                                        f"set reward_settings.{reward}.path to a local copy")
-    return ModelFlops.from_config(AutoConfig.from_pretrained(s["hub_id"], trust_remote_code=bool(s.get("trust_remote_code"))))
-
-# %% ../nbs/05_grpo.ipynb #2d0545ef
-def policy_flops(model: str, # registered name, local checkpoint folder or toy:NAME
-                 lora_r: int = 16, # LoRA rank (all seven linear layers)
-                 path=None, # the checkpoint the run loads (its own config.json is counted)
-                ) -> ModelFlops:
-    "FLOPs model of a policy with race_nb's LoRA adapter, from the checkpoint's own config when one is given."
-    from race_nb.config import model_entry, is_checkpoint_ref
-    from race_nb.models import resolve_weights
-    src = resolve_weights(model, path) if (path or is_checkpoint_ref(model)) else model_entry(model).config
-    return ModelFlops.from_config(src, lora=LoraSpec(lora_r, LINEARS))
-
-# %% ../nbs/05_grpo.ipynb #b4b480c5
-def arm_flops(arm: Arm, policy: ModelFlops, # the policy (with its LoRA spec)
-              reward: ModelFlops | None = None, # reward model, None for rule-based rewards
-              prompts: int = 8, # prompts per generation batch
-              prompt_len: int = 12, # padded prompt length
-              completion_len: int = 40, # padded completion length
-              compact_head: bool = False, # trl scores only completion tokens (GPU) rather than every position (CPU)
-             ) -> dict:
-    "Predicted FLOPs per component of one generation cycle of `arm`."
-    B, K, S, C = prompts * arm.n, prompts * arm.m, prompt_len + completion_len, completion_len
-    hp = lambda b: b * (C if compact_head else S - 1)
-    learning = arm.mu * policy.train_step(K, S, head_positions=hp(K), head_recompute=True)
-    if arm.mu > 1: learning += policy.forward(B, S, head_positions=hp(B))
-    if arm.beta > 0: learning += policy.forward(B, S, adapter=False, head_positions=hp(B))
-    return dict(search=policy.generate(B, prompt_len, completion_len), learning=learning,
-                reward=reward.reward_forward(B, S) if reward is not None else 0.0)
-
-# %% ../nbs/05_grpo.ipynb #0b857917
-def predict_rho(arm: Arm, policy: ModelFlops, reward: ModelFlops | None = None, **kw) -> float:
-    "Predicted update fraction of an arm."
-    f = arm_flops(arm, policy, reward, **kw)
-    return f["learning"] / sum(f.values())
-
-# %% ../nbs/05_grpo.ipynb #ba1242d1
-def arm_for_rho(target_rho: float, # wanted update fraction, in (0, 1)
-                model: str = "tiny-s", # registered policy
-                reward: str = "sparse", # registered reward system
-                arms: dict | None = None, # candidate arms (default: the shipped table)
-                **kw, # prompts, prompt_len, completion_len, compact_head
-               ) -> Arm:
-    "The arm whose predicted rho is nearest to `target_rho`."
-    if not (isinstance(target_rho, (int, float)) and 0 < target_rho < 1):
-        raise ValueError(f"target rho must lie strictly between 0 and 1, got {target_rho!r}")
-    pf, rf = policy_flops(model), reward_model_flops(reward)
-    return min((arms or ARMS).values(), key=lambda a: abs(predict_rho(a, pf, rf, **kw) - target_rho))
-
-# %% ../nbs/05_grpo.ipynb #c58f2ba2
-def cell_arm(cfg: CellConfig) -> Arm:
-    "The arm a cell runs: its named arm, or the one `arm_for_rho` picks for its `target_rho` from the policy's and reward model's FLOPs."
-    if cfg.arm is not None or cfg.target_rho is None: return cfg.resolved_arm()
-    return arm_for_rho(cfg.target_rho, cfg.model, cfg.reward)
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards

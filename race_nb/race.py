@@ -726,14 +726,9 @@ def size_bought(results: pd.DataFrame, # done cells (model, reward, arm, budget,
 
 # %% ../nbs/08_race.ipynb #da9a1ed8
 def _size_order(models) -> list:
-    "Policies from smallest to largest by parameter count (`grpo.policy_flops`'s; a registered name is counted from its config without importing the trainer)."
-    from race_nb.config import is_checkpoint_ref, model_entry
-    from race_nb.flops import LINEARS, LoraSpec, ModelFlops
-    def n_params(m):
-        if not is_checkpoint_ref(m): return ModelFlops.from_config(model_entry(m).config, lora=LoraSpec(16, LINEARS)).n_params
-        from race_nb.grpo import policy_flops  # a checkpoint's own config.json
-        return policy_flops(m).n_params
-    return sorted(models, key=n_params)
+    "Policies from smallest to largest by parameter count (`arm_flops.policy_flops`: a registered name from its config, a checkpoint from its own config.json; no trainer is imported)."
+    from race_nb.arm_flops import policy_flops
+    return sorted(models, key=lambda m: policy_flops(m).n_params)
 
 # %% ../nbs/08_race.ipynb #58219854
 def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: pd.DataFrame | None = None,

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from race_nb.core import project_root
-from race_nb.grpo import Arm, CellConfig, build_trainer, reward_model_flops, whole_step_check
+from race_nb.arm_flops import reward_model_flops
+from race_nb.grpo import Arm, CellConfig, build_trainer, whole_step_check
 
 SHARED = Path(os.environ.get("RACE_DATA_DIR", project_root().parent / "shared" / "data"))
 RACE = str(Path(sys.executable).with_name("race"))

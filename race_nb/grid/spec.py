@@ -352,7 +352,7 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
              ) -> "pd.DataFrame":
     "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), an estimated GPU time, and that time against the cell's time limit (allocations it needs)."
     import pandas as pd
-    from race_nb.grpo import arm_flops, policy_flops, reward_model_flops
+    from race_nb.arm_flops import arm_flops, policy_flops, reward_model_flops
     g = load_grid(grid) if not isinstance(grid, dict) else grid
     rows, cache = [], {}
     rate = rate if rate is not None else measured_rate()
