@@ -89,10 +89,12 @@ def tracked_runs_equal_log_histories(root, cells):
         assert SQLiteStorage.get_run_config(root.name, c)["race/arm"] in ("n8-m8", "n8-m4")
 
 
-def test_sigkill_mid_grid_then_resume(own_server, tmp_path):
+def test_sigkill_mid_grid_then_resume(tmp_path):
+    from conftest import own_kernel_server
     grid, runs = micro(tmp_path, "crash", seeds="[0, 1, 2]", arms="[n8-m8]"), tmp_path / "runs"  # 3 cells on 2 workers: one still to start at the kill
-    proc = subprocess.Popen([RACE, "grid", "run", str(grid), "--runs", str(runs), "--workers", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with own_kernel_server():  # the killed runner's own server: its kernels die with it, as outside the tests (the rerun shares the session's)
+        proc = subprocess.Popen([RACE, "grid", "run", str(grid), "--runs", str(runs), "--workers", "2"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     root = runs / "crash"
     deadline = time.time() + 240
     while time.time() < deadline and not (root.exists() and any(root.iterdir())): time.sleep(0.2)

@@ -84,7 +84,7 @@ def test_failing_and_silent_templates_are_failed_cells_and_the_rest_go_on(tmp_pa
         assert why in (tmp_path / "runs" / "broken" / st.loc[arm, "cell"] / "status.json").read_text(), arm
 
 
-def test_user_notebook_cells_checkpoint_and_resume_after_kill9(own_server, tmp_path):
+def test_user_notebook_cells_checkpoint_and_resume_after_kill9(tmp_path):
     "A user's notebook in a grid checkpoints through LedgerGRPOTrainer (the grid's checkpoint block) and resumes after kill -9, ending as an uninterrupted run."
     import os, time
     from test_resume import LEDGER_COLS, kill_at_checkpoint, newest_checkpoint
@@ -93,7 +93,9 @@ def test_user_notebook_cells_checkpoint_and_resume_after_kill9(own_server, tmp_p
     (tmp_path / "g.yaml").write_text(text)
     ref = run_grid(tmp_path / "g.yaml", runs_root=tmp_path / "ref", workers=1)
     root = tmp_path / "runs" / "own-ck"
-    seen = kill_at_checkpoint([RACE, "grid", "run", str(tmp_path / "g.yaml"), "--runs", str(tmp_path / "runs"), "--workers", "1"], root, 4)
+    from conftest import own_kernel_server
+    with own_kernel_server():  # the killed runner's own server, whose kernel dies with it (the reference and the rerun share the session's)
+        seen = kill_at_checkpoint([RACE, "grid", "run", str(tmp_path / "g.yaml"), "--runs", str(tmp_path / "runs"), "--workers", "1"], root, 4)
     assert seen is not None, "the cell finished before a checkpoint at step 4"
     (cell,) = [d for d in root.iterdir() if (d / "params.yaml").exists()]
     at_kill = newest_checkpoint((cell, "trl/checkpoint-*"))
