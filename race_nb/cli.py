@@ -294,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError, GridError) as e:
         print(f"race {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (`race grid plan GRID | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush of stdout must not fail again
+        return 141  # 128 + SIGPIPE, the status a shell gives a pipeline's writer that the reader left
     except Exception as e:  # a bug of ours: one line, the traceback only on request
         if os.environ.get("RACE_DEBUG"): raise
         print(f"race {args.command}: unexpected error {type(e).__name__}: {e} (a bug in race_nb: rerun with RACE_DEBUG=1 for the traceback "
