@@ -91,7 +91,7 @@ def tracked_runs_equal_log_histories(root, cells):
 
 def test_sigkill_mid_grid_then_resume(tmp_path):
     from conftest import own_kernel_server
-    grid, runs = micro(tmp_path, "crash", seeds="[0, 1, 2]", arms="[n8-m8]"), tmp_path / "runs"  # 3 cells on 2 workers: one still to start at the kill
+    grid, runs = micro(tmp_path, "crash", budgets="[1.5e10]", seeds="[0, 1, 2]", arms="[n8-m8]"), tmp_path / "runs"  # 3 cells on 2 workers: one still to start at the kill
     with own_kernel_server():  # the killed runner's own server: its kernels die with it, as outside the tests (the rerun shares the session's)
         proc = subprocess.Popen([RACE, "grid", "run", str(grid), "--runs", str(runs), "--workers", "2"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
