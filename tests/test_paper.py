@@ -92,9 +92,11 @@ def test_template_declares_no_cell_fields_and_overrides_work(tmp_path):
     CellConfig(budget=3e10, n_eval=5, prompts_per_step=4, eval_max_new_tokens=32).to_yaml(tmp_path / "params.yaml")
     out = tmp_path / "cell"
     import papermill as pm
+    from race_nb.kernels import SOCKET_ENV, warm_manager
+    warm = dict(kernel_manager_class=warm_manager()) if os.environ.get(SOCKET_ENV) else {}  # the kernel forks from the session's server, as a grid's cells do
     pm.execute_notebook(str(tpl), str(tmp_path / "out.ipynb"), kernel_name="race_nb", cwd=str(tmp_path), progress_bar=False,
-                        parameters=dict(params_file=str(tmp_path / "params.yaml"), output_dir=str(out), seed=2,
-                                        overrides=dict(arm="n8-m4")), log_output=False)
+                        parameters=dict(params_file=str(tmp_path / "params.yaml"), output_dir=str(out), seed=2,  # seed: not declared, injected as -p does
+                                        overrides=dict(arm="n8-m4")), log_output=False, **warm)
     got = yaml.safe_load((out / "params.yaml").read_text())
     assert (got["budget"], got["n_eval"], got["seed"], got["arm"]) == (3e10, 5, 2, "n8-m4")
     assert (out / "metrics.json").exists()
