@@ -133,6 +133,18 @@ DECISIONS = """## How the suite is run, and why (measured in session 14, on 2 co
   (compared with `DataFrame.equals` on the shipped results/race-* tables and on synthetic grids before and after).
 - A cell draws each arithmetic split once per process, and collects garbage only where something was released (a full collection
   costs ~0.3 s with torch loaded): about 1 s less per cell there.
+
+## Session 19: parents that imported trl, and a same-machine before/after
+
+- `from trl import GRPOTrainer` costs 6.4-6.8 s of CPU on 2 cores. `race grid run` / `plan` / `pilot` parents paid it (6-9 s each,
+  about 14 in the main part) because planning imported `race_nb.grpo` for the arm FLOPs; they now come from `race_nb.arm_flops`,
+  which imports no trainer: `race grid plan` 5.85 s -> 0.70 s CPU (rule-based grid), 2.44 s (hf PRM grid).
+- Kill tests start their own kernel server only for the run they kill; the SIGKILL test's cells and the resident-memory test run at
+  the smallest budget their checks need (1.5e10: 6.6 cycles; 6e10: 3+ cycles); the template test's kernel forks from the warm server.
+- Before/after on one machine, 20 min apart: 3be6bb2 main part 526 s, Slurm 164 s (bench/suite-3be6bb2-s19.json) against 2fc0180
+  main 406 s, Slurm 140 s (bench/suite-2fc0180-s19.json). Nine untouched tests ran 12.9% slower in the 3be6bb2 run, so about 466 s
+  -> 406 s is the change's share. The bound of 6 min is not met: the suite is CPU-bound (1.84-1.87 of 2 cores busy), nbdev_test
+  (about 100 s) and the Slurm tests (100-160 s) leave under 2 min for a main part of about 720 test-seconds of training and evaluation.
 """
 
 
