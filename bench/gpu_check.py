@@ -115,7 +115,7 @@ def big_cycle(cuda: bool, tmp: Path, n: int = 16, prompts: int = 2) -> dict:
 def estimate_seconds() -> float:
     "The check's own time estimate on one H200: the 7B cycle's generation at 1.5 s per 64 decode steps (HF generate, bf16), "
     "the update at 15% MFU, the 1.5B checks at 60 s, and 60 s of set-up."
-    from race_nb.grpo import Arm, arm_flops, policy_flops
+    from race_nb.arm_flops import Arm, arm_flops, policy_flops
     f = arm_flops(Arm("big", n=16, m=16, mu=1), policy_flops("qwen2.5-7b", 64), None, 2, 256, 2048)
     return 2048 / 64 * 1.5 + f["learning"] / (0.15 * H200_PEAK) + 60 + 60
 

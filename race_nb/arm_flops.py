@@ -4,7 +4,7 @@
 
 # %% ../nbs/04b_arm_flops.ipynb #c92e5f13
 from __future__ import annotations
-from .config import Arm, ARMS, MODEL_REWARDS, CellConfig
+from .config import Arm, ARMS, MODELS, MODEL_REWARDS, CellConfig, is_checkpoint_ref, model_entry
 from .flops import ModelFlops, LoraSpec, LINEARS
 
 # %% auto #0
@@ -15,7 +15,6 @@ def reward_model_flops(reward: str, # reward system
                        settings: dict | None = None, # its settings (hf back-end: path / hub_id of the checkpoint)
                       ) -> ModelFlops | None:
     "FLOPs model of a reward system's scoring model, from the checkpoint it will load (None for rule-based rewards)."
-    from race_nb.config import MODELS
     if reward not in MODEL_REWARDS: return None
     s = settings or {}
     if s.get("backend", "tiny") != "hf":
@@ -38,7 +37,6 @@ def policy_flops(model: str, # registered name, local checkpoint folder or toy:N
                  path=None, # the checkpoint the run loads (its own config.json is counted)
                 ) -> ModelFlops:
     "FLOPs model of a policy with race_nb's LoRA adapter, from the checkpoint's own config when one is given."
-    from race_nb.config import model_entry, is_checkpoint_ref
     if path or is_checkpoint_ref(model):
         from race_nb.models import resolve_weights  # imports torch: only for a checkpoint folder or a toy: reference
         src = resolve_weights(model, path)

@@ -11,10 +11,10 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from .core import RESUMES, atomic_path, check_positive, check_choice, checkpoint_resumes, last_checkpoint, write_atomic
 from .contract import CELL_DIR_ENV, cell_mismatches
-from .config import Arm, ARMS, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, MODEL_REWARDS, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
+from .config import Arm, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
 from fastcore.basics import patch
-from .flops import FlopsLedger, ModelFlops, LoraSpec, LINEARS, BUDGET_COMPONENTS
-from .arm_flops import arm_flops, arm_for_rho, cell_arm, policy_flops, predict_rho, reward_model_flops
+from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
+from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
 from .rewards.core import Reward
 
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
