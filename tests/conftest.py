@@ -89,7 +89,7 @@ def own_server():
 
 
 MICRO_GRID = """name: micro
-fixed: {n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4}
+fixed: {n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4, milestones: 0}  # nothing it feeds reads learning curves (tests/test_milestones.py does)
 axes:
   model: [tiny-s]
   arm: [n8-m8, n8-m4]

@@ -15,7 +15,7 @@ from race_nb.grid import GridError, aggregate, grid_status, load_grid, run_grid
 
 RACE = str(Path(sys.executable).with_name("race"))
 MICRO = """name: {name}
-fixed: {{n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4}}
+fixed: {{n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4, milestones: 0}}
 axes:
   model: [tiny-s]
   arm: {arms}

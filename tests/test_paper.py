@@ -196,6 +196,7 @@ fixed:
   eval_max_new_tokens: 16
   max_completion_length: 16
   prompts_per_step: 4
+  milestones: 0  # its checks read no learning curve
   model_path: "toy:qwen2.5-1.5b"
   reward_settings:
     prm: {{backend: hf, path: "toy:qwen-prm"}}  # require_answer: true (the default): the toy policy never states an answer
