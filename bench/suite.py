@@ -145,6 +145,16 @@ DECISIONS = """## How the suite is run, and why (measured in session 14, on 2 co
   main 406 s, Slurm 140 s (bench/suite-2fc0180-s19.json). Nine untouched tests ran 12.9% slower in the 3be6bb2 run, so about 466 s
   -> 406 s is the change's share. The bound of 6 min is not met: the suite is CPU-bound (1.84-1.87 of 2 cores busy), nbdev_test
   (about 100 s) and the Slurm tests (100-160 s) leave under 2 min for a main part of about 720 test-seconds of training and evaluation.
+
+## Session 20: in-run evaluations that no check reads
+
+- cProfile of one micro-grid cell (tiny-s, n8-m8, 3e10, 17 steps, warm process): train_cell 9.2 s, of which the 8 milestone
+  evaluations (`MilestoneEval.on_step_end`) 2.55 s, rollout generation 2.7 s, loss and backward about 1.9 s; evaluation 0.9 s. Generation
+  is per-call overhead (about 1 ms per layer per token at batch 10), not arithmetic.
+- The grids whose checks read no learning curve run with `milestones: 0`: conftest's micro grid (grid, report and site tests),
+  test_grid's micro grids, the dead-reward grids. test_milestones, the resume group and the Slurm test keep 8 (their ledgers are
+  compared across a kill or requeue, milestone evaluations included). On those tests alone (2 xdist workers, same machine, minutes
+  apart): 166 s -> 136 s; the micro fixture 72 -> 47 s, the SIGKILL test 58 -> 40 s, the dead-reward test 40 -> 32 s.
 """
 
 
