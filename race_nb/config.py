@@ -14,9 +14,9 @@ from .core import check_positive, check_choice, shipped_path
 # %% auto #0
 __all__ = ['ARMS', 'DEFAULT_ARM', 'REWARD_SYSTEMS', 'REWARD_KINDS', 'TRAINING_REWARDS', 'MODEL_REWARDS', 'RULE_REWARDS',
            'REWARD_TASKS', 'TARGETS', 'NO_SIGNAL_ENV', 'ON_NO_SIGNAL', 'NO_SIGNAL_STEPS', 'NO_SIGNAL_STEPS_ENV',
-           'TRACK_ENV', 'CELL_ID_ENV', 'TRACKERS', 'MIN_CYCLES_ENV', 'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'Arm',
-           'load_arms', 'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry',
-           'CellConfig']
+           'NO_SIGNAL_SHARE', 'TRACK_ENV', 'CELL_ID_ENV', 'TRACKERS', 'MIN_CYCLES_ENV', 'TARGET_LABELS', 'MODELS',
+           'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref',
+           'model_entry', 'CellConfig']
 
 # %% ../nbs/00a_config.ipynb #863bd2a4
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ NO_SIGNAL_ENV = "RACE_ON_NO_SIGNAL" # a grid's `on_no_signal`, for every cell's 
 ON_NO_SIGNAL = ("fail", "warn") # what K optimizer steps in a row without learning signal do (the first is the default)
 NO_SIGNAL_STEPS = 16 # K: optimizer steps in a row without a group of non-zero advantage (a grid's `no_signal_steps`)
 NO_SIGNAL_STEPS_ENV = "RACE_NO_SIGNAL_STEPS" # a grid's `no_signal_steps`, for every cell's trainer
+NO_SIGNAL_SHARE = 0.1 # a reward carried no signal when at most this share of the steps looked at (the watch's last K, or a whole run at its end) had a group of non-zero advantage
 TRACK_ENV = "RACE_TRACK" # a grid's `tracking` for every cell's trainer (JSON: report_to, dir, project, group): each cell one tracked run
 CELL_ID_ENV = "RACE_CELL_ID" # the id of the grid cell a kernel runs (its tracked run's name)
 TRACKERS = ("tensorboard", "trackio", "wandb", "mlflow") # trl's report_to values a grid can ask for (tensorboard and trackio write under the runs folder)

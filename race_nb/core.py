@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #f9d5a9b2
 from __future__ import annotations
-import contextlib, fcntl, hashlib, json, logging, math, os, threading, warnings
+import contextlib, errno, fcntl, hashlib, json, logging, math, os, socket, threading, time, warnings
 from numbers import Number
 from pathlib import Path
 
@@ -13,10 +13,10 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %% auto #0
-__all__ = ['TRAINED', 'RESUMES', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path', 'check_positive',
-           'check_choice', 'atomic_path', 'write_atomic', 'environ', 'trained_record', 'last_checkpoint',
-           'checkpoint_resumes', 'cache_dir', 'artifact_key', 'file_lock', 'versions', 'write_json', 'write_per_prompt',
-           'run_notebook']
+__all__ = ['TRAINED', 'RESUMES', 'NO_FLOCK', 'MARKER_FRESH', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path',
+           'check_positive', 'check_choice', 'atomic_path', 'write_atomic', 'environ', 'trained_record',
+           'last_checkpoint', 'checkpoint_resumes', 'cache_dir', 'artifact_key', 'exclusive', 'file_lock', 'versions',
+           'write_json', 'write_per_prompt', 'run_notebook']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -124,14 +124,74 @@ def artifact_key(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/00_core.ipynb #0c709916
+NO_FLOCK = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK) # what flock raises where a filesystem has none (Lustre mounted without flock, some NFS)
+
+def _flock(f, wait: float | None) -> bool | None:
+    "flock `f` within `wait` seconds (None: block); False when another process holds it; None where the filesystem has no flock."
+    deadline = None if wait is None else time.monotonic() + wait
+    while True:
+        try: fcntl.flock(f, fcntl.LOCK_EX | (0 if wait is None else fcntl.LOCK_NB)); return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline: return False
+        except OSError as e:
+            if e.errno in NO_FLOCK: return None
+            raise
+        time.sleep(0.02)
+
+MARKER_FRESH = 30.0 # seconds between a fallback lock holder's touches of its marker; one untouched for 4x this is a dead holder's
+
+def _holder_alive(marker: Path) -> bool:
+    "Is the process named in a fallback lock marker (host pid) alive? On another host: while it keeps the marker fresh."
+    try: host, pid = marker.read_text().split()[:2]; age = time.time() - marker.stat().st_mtime
+    except (FileNotFoundError, ValueError): return False  # gone, or half-written by a holder that died at once
+    if host != socket.gethostname(): return age < 4 * MARKER_FRESH
+    try: os.kill(int(pid), 0); return True
+    except ProcessLookupError: return False
+    except PermissionError: return True
+
+def _marker_lock(marker: Path, wait: float | None) -> bool:
+    "The fallback lock: create `marker` exclusively (O_EXCL works on every shared filesystem), naming host and pid; a dead holder's marker on this host is taken over."
+    deadline = None if wait is None else time.monotonic() + wait
+    while True:
+        try: fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if not _holder_alive(marker):
+                with contextlib.suppress(FileNotFoundError): marker.unlink()
+                continue
+            if deadline is not None and time.monotonic() >= deadline: return False
+            time.sleep(0.05); continue
+        with os.fdopen(fd, "w") as f: f.write(f"{socket.gethostname()} {os.getpid()}\n")
+        return True
+
+@contextlib.contextmanager
+def exclusive(path, # the lock file (created when missing)
+              wait: float | None = None, # seconds to keep trying (None: until it is free)
+             ):
+    "Exclusive inter-process lock on `path`; yields whether it was got. flock where the filesystem has it, else (ENOSYS and kin) a marker file `path.held` created with O_EXCL."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        got = _flock(f, wait)
+        if got is not None:
+            try: yield got
+            finally:
+                if got: fcntl.flock(f, fcntl.LOCK_UN)
+            return
+    marker, stop = path.with_name(path.name + ".held"), threading.Event()
+    got = _marker_lock(marker, wait)
+    def fresh():  # other hosts cannot see this pid: the marker's time says the holder lives
+        while not stop.wait(MARKER_FRESH):
+            with contextlib.suppress(FileNotFoundError): os.utime(marker)
+    if got: threading.Thread(target=fresh, daemon=True).start()
+    try: yield got
+    finally:
+        stop.set()
+        if got:
+            with contextlib.suppress(FileNotFoundError): marker.unlink()
+
 @contextlib.contextmanager
 def file_lock(path: Path):
-    "Exclusive inter-process lock on `path` (created when missing)."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try: yield
-        finally: fcntl.flock(f, fcntl.LOCK_UN)
+    "Exclusive inter-process lock on `path` (created when missing), waiting until it is free; works where flock does not (`exclusive`)."
+    with exclusive(path): yield
 
 # %% ../nbs/00_core.ipynb #8d40350d
 def versions() -> dict:

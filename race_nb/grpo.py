@@ -11,7 +11,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from .core import RESUMES, atomic_path, check_positive, check_choice, checkpoint_resumes, last_checkpoint, write_atomic
 from .contract import CELL_DIR_ENV, cell_mismatches
-from .config import Arm, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
+from .config import Arm, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_SHARE, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
 from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
@@ -20,12 +20,13 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'max_variance_subset',
-           'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback', 'NoSignal',
-           'NoSignalWarning', 'group_signal', 'no_signal_message', 'SignalWatch', 'peak_flops_of',
-           'charge_reward_model', 'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer',
-           'ledger_logs', 'TooFewCycles', 'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops',
-           'trainer_parts', 'build_trainer', 'count_by_component', 'whole_step_check']
+__all__ = ['logger', 'SIGNAL_HISTORY', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK',
+           'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback',
+           'NoSignal', 'NoSignalWarning', 'group_signal', 'signal_step_share', 'carried_no_signal',
+           'dead_reward_message', 'no_signal_message', 'SignalWatch', 'peak_flops_of', 'charge_reward_model',
+           'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles',
+           'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts', 'build_trainer',
+           'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards
@@ -63,14 +64,17 @@ class BudgetCallback(TrainerCallback):
         if self.bar is not None: self.bar.close()
 
 # %% ../nbs/05_grpo.ipynb #8dc44892
+SIGNAL_HISTORY = "signal_history.json" # in a checkpoint: the signal watch's per-step records, so a resumed run's end-of-run check sees every step
+
 class LedgerCheckpointCallback(TrainerCallback):
-    "Write the ledger, and the run's resumes so far, into every checkpoint folder, so a resumed run continues both."
+    "Write the ledger, the run's resumes so far and its signal watch's steps into every checkpoint folder, so a resumed run continues all three."
     def __init__(self, ledger: FlopsLedger, trainer=None): self.ledger, self.trainer = ledger, trainer
     def on_save(self, args, state, control, **kw):
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
         ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and ckpt.is_dir():
             write_atomic(ckpt / RESUMES, json.dumps(getattr(self.trainer, "resumed_from", [])))
+            if (watch := getattr(self.trainer, "signal_watch", None)) is not None: write_atomic(ckpt / SIGNAL_HISTORY, json.dumps(watch.history))
             self.ledger.save(ckpt / "ledger.parquet")  # last: it marks the checkpoint complete (`last_checkpoint`)
 
 # %% ../nbs/05_grpo.ipynb #de9cd872
@@ -127,7 +131,7 @@ class NoSignal(RuntimeError):
     "Training stopped: K optimizer steps in a row carried no learning signal (on_no_signal: fail)."
 
 class NoSignalWarning(UserWarning):
-    "K optimizer steps in a row carried no learning signal (on_no_signal: warn)."
+    "K optimizer steps in a row, or a whole run, carried no learning signal (on_no_signal: warn)."
 
 def group_signal(rewards: torch.Tensor, # [completions] total (weighted) reward of each completion of one generation batch
                  n: int, # completions per prompt group
@@ -136,46 +140,89 @@ def group_signal(rewards: torch.Tensor, # [completions] total (weighted) reward 
     g = torch.nan_to_num(rewards.float(), nan=0.0).view(-1, n)
     return float(((g.max(1).values - g.min(1).values) > 0).float().mean())
 
+def signal_step_share(history: list, # `SignalWatch.history` records (or a window of them): one per optimizer step
+                     ) -> float | None:
+    "Share of these optimizer steps whose batch had at least one group with a non-zero advantage (None: no steps)."
+    return sum(r["groups"] > 0 for r in history) / len(history) if history else None
+
+def carried_no_signal(history: list, share: float = NO_SIGNAL_SHARE) -> bool:
+    "Did these optimizer steps carry a signal in none, or almost none (at most `share` of them)? The watch and the end-of-run check both ask this."
+    s = signal_step_share(history)
+    return s is not None and s <= share
+
+def dead_reward_message(summary: dict, # `SignalWatch.summary()` of the run
+                        rewards: list, # the reward functions' names
+                        clipped: float | None, max_len: int | None, # share of completions clipped at max_completion_length, and that length
+                        share: float = NO_SIGNAL_SHARE) -> str:
+    "The one line said at the end of a run whose reward carried a signal in none (or almost none) of its steps: the reward, the shares, what to change."
+    fixes, gated = [], summary.get("answer_share") is not None
+    what = [f"a learning signal in {summary['signal_step_share']:.0%} of its {summary['signal_steps']} optimizer steps (at most {share:.0%} counts as none)"]
+    if gated:
+        what.append(f"{summary['answer_share']:.0%} of completions stated a final answer, and it is answer-gated (0 without one)")
+        fixes.append("require_answer: false in the reward's settings")
+    fixes.append(f"a longer max_completion_length (now {max_len}" + (f"; {clipped:.0%} of completions clipped)" if clipped is not None else ")"))
+    fixes.append("another reward (sparse, structured or dense give a rule-based signal)")
+    return (f"dead reward: {', '.join(rewards)} carried " + "; ".join(what) + ", so every advantage was (almost) 0 and the policy hardly "
+            f"moved. Change: " + ", or ".join(fixes) + ".")
+
 def no_signal_message(steps: int, last_step: int, n: int, rewards: list, answered: float | None, clipped: float | None,
-                      max_len: int | None) -> str:
-    "The warning for `steps` optimizer steps in a row without signal, naming the reward and the likely causes."
+                      max_len: int | None, with_signal: int = 0, # of the `steps`, how many had a group of non-zero advantage
+                     ) -> str:
+    "The warning for `steps` optimizer steps without signal (all of them, or all but `with_signal`), naming the reward and the likely causes."
     causes = []
     if answered is not None: causes.append(f"no completion stated a final answer ({answered:.0%} did; an answer-gated reward such as a PRM "
                                            "or judge with require_answer: true gives 0 without one)")
     if clipped is not None: causes.append(f"completions clipped at max_completion_length={max_len} ({clipped:.0%} of them were): too "
                                           "short for the answer (a boxed answer needs room)")
     causes.append("a constant reward (a reward function or model that gives every completion the same value)")
-    return (f"no learning signal for {steps} optimizer steps in a row (up to step {last_step}): in every group of {n} completions the "
+    head = (f"no learning signal for {steps} optimizer steps in a row (up to step {last_step}): in every group" if not with_signal else
+            f"almost no learning signal: only {with_signal} of the last {steps} optimizer steps (up to step {last_step}) had one; in every other step's groups")
+    return (f"{head} of {n} completions the "
             f"reward ({', '.join(rewards)}) was the same, so every advantage was 0 and the policy could not move. Likely causes: "
             + "; ".join(causes) + ". The grid setting on_no_signal: fail stops such a cell; warn trains on.")
 
 # %% ../nbs/05_grpo.ipynb #e24781b0
 class SignalWatch(TrainerCallback):
-    "Per optimizer step: the share of groups with a non-zero advantage (and of completions that stated an answer) of the batch it trained on; after `steps` in a row without signal, a warning or `NoSignal`."
-    def __init__(self, trainer, steps: int = NO_SIGNAL_STEPS, on_no_signal: str = "fail"):
+    "Per optimizer step: the share of groups with a non-zero advantage (and of completions that stated an answer) of the batch it trained on. When the last `steps` steps carried a signal in none or almost none of them (`carried_no_signal`), and again at the end of a run of any length (`finish`): a warning, or `NoSignal`."
+    def __init__(self, trainer, steps: int = NO_SIGNAL_STEPS, on_no_signal: str = "fail",
+                 share: float = NO_SIGNAL_SHARE): # at most this share of steps with a signal counts as none (the end-of-run check's too)
         self.tr, self.steps, self.mode = trainer, check_positive("no_signal_steps", steps, integer=True), check_choice("on_no_signal", on_no_signal, ON_NO_SIGNAL)
-        self.history, self.run, self.warned = [], 0, False
+        self.share, self.history, self.warned = share, [], False
 
     def on_step_end(self, args, state, control, **kw):
         sig = getattr(self.tr, "_signal", None)
         if sig is None: return
         self.history.append(dict(step=state.global_step, **sig))
-        self.run = self.run + 1 if sig["groups"] == 0 else 0
-        if self.run >= self.steps and not self.warned:
-            msg = no_signal_message(self.run, state.global_step, self.tr.num_generations, list(self.tr.reward_func_names), sig.get("answered"),
-                                    sig.get("clipped"), getattr(self.tr.args, "max_completion_length", None))
-            if self.mode == "fail": raise NoSignal(msg)
+        window = self.history[-self.steps:]
+        if len(window) >= self.steps and carried_no_signal(window, self.share) and not self.warned:
+            msg = no_signal_message(self.steps, state.global_step, self.tr.num_generations, list(self.tr.reward_func_names), sig.get("answered"),
+                                    sig.get("clipped"), getattr(self.tr.args, "max_completion_length", None), sum(r["groups"] > 0 for r in window))
             self.warned = True
-            logger.warning(msg)
-            warnings.warn(msg, NoSignalWarning, stacklevel=2)
+            self._say(msg)
+
+    def _say(self, msg: str):
+        "on_no_signal: fail raises `NoSignal`; warn prints the line once (a cell's output, which its cell.log receives) and logs it."
+        if self.mode == "fail": raise NoSignal(msg)
+        print(msg, flush=True)
+        logger.info(msg)
+
+    def finish(self) -> str | None:
+        "At the end of a run (`LedgerGRPOTrainer.train`, however few its steps): if its reward carried a signal in none or almost none of them, say so in one line (`dead_reward_message`), or raise `NoSignal` under on_no_signal: fail. Returns the line."
+        if not carried_no_signal(self.history, self.share): return None
+        clipped = [r["clipped"] for r in self.history if r.get("clipped") is not None]
+        msg = dead_reward_message(self.summary(), list(self.tr.reward_func_names), sum(clipped) / len(clipped) if clipped else None,
+                                  getattr(self.tr.args, "max_completion_length", None), self.share)
+        self._say(msg)
+        return msg
 
     def summary(self) -> dict:
         "What metrics.json records: mean share of groups with signal, steps without any, mean answered share (answer-gated rewards)."
         h = self.history
-        if not h: return dict(signal_share=None, no_signal_steps=None, answer_share=None, signal_steps=0)
+        if not h: return dict(signal_share=None, no_signal_steps=None, answer_share=None, signal_steps=0, signal_step_share=None, dead_reward=False)
         ans = [r["answered"] for r in h if r.get("answered") is not None]
         return dict(signal_share=float(sum(r["groups"] for r in h) / len(h)), no_signal_steps=sum(r["groups"] == 0 for r in h),
-                    answer_share=float(sum(ans) / len(ans)) if ans else None, signal_steps=len(h))
+                    answer_share=float(sum(ans) / len(ans)) if ans else None, signal_steps=len(h),
+                    signal_step_share=signal_step_share(h), dead_reward=carried_no_signal(h, self.share))
 
 # %% ../nbs/05_grpo.ipynb #073c308c
 @contextlib.contextmanager
@@ -641,10 +688,12 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
     if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
         self.ledger.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet"))
         self._flos_seen = self.ledger.total
+        if (Path(ckpt) / SIGNAL_HISTORY).exists(): self.signal_watch.history = json.loads((Path(ckpt) / SIGNAL_HISTORY).read_text())
     run = lambda: GRPOTrainer.train(self, str(ckpt) if ckpt else None, *args, **kwargs)
     with _quiet_deprecations():  # RACE_FLOP_CHECK=1 (a pilot's --flop-check): the whole run under FlopCounterMode, by component
         if os.environ.get("RACE_FLOP_CHECK") == "1": out, self.flop_counts = count_by_component(self, run)
         else: out = run()
+    self.signal_watch.finish()  # a reward that carried no signal is said (or fails the run), however short the run
     if self.report_card and self.accelerator.is_main_process:
         card = self.ledger.compute_card(title=f"compute card: {self.state.global_step} step(s), output_dir {self.args.output_dir}")
         if self.uncharged: card += f"\n  charged 0 FLOPs (no model declared): {', '.join(self.uncharged)}"

@@ -18,9 +18,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'ALPHABET', 'SPECIAL_TOKENS', 'MATH_SYSTEM_PROMPT', 'check_alphabet', 'char_tokenizer', 'load_tokenizer',
-           'is_offline', 'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'generate', 'pass_at_1',
-           'WarmStartConfig', 'tiny_model', 'environment_fingerprint', 'warm_start_key', 'shipped_weights',
-           'warm_start', 'torch_dtype', 'default_device', 'load_policy', 'warm_start_table']
+           'is_offline', 'resolve_path', 'resolve_weights', 'format_prompt', 'stop_token_ids', 'rng_devices', 'own_rng',
+           'generate', 'pass_at_1', 'WarmStartConfig', 'tiny_model', 'environment_fingerprint', 'warm_start_key',
+           'shipped_weights', 'warm_start', 'torch_dtype', 'default_device', 'load_policy', 'warm_start_table']
 
 # %% ../nbs/03_models.ipynb #cae7af15
 ALPHABET = "0123456789+-=#:Q \n"
@@ -104,6 +104,19 @@ def stop_token_ids(tokenizer, model=None) -> list[int]:
     return sorted({i for i in ids if i is not None})
 
 # %% ../nbs/03_models.ipynb #e53480ce
+def rng_devices(cuda_available: bool, cuda_initialized: bool, device_count: int) -> list[int]:
+    "The CUDA devices whose random streams a seeded block must fork: every one (seeding sets them all), none before CUDA starts."
+    return list(range(device_count)) if cuda_available and cuda_initialized else []
+
+@contextlib.contextmanager
+def own_rng(seed: int):
+    "Inside: torch's random streams seeded with `seed`; after: the CPU stream and every started CUDA device's as they were. (`fork_rng(devices=[])` forks the CPU stream only, so on a GPU an evaluation would restart training's sampling from the same CUDA state every time.)"
+    cuda = rng_devices(torch.cuda.is_available(), torch.cuda.is_initialized(), torch.cuda.device_count())
+    with torch.random.fork_rng(devices=cuda):
+        torch.random.default_generator.manual_seed(seed)
+        for d in cuda: torch.cuda.default_generators[d].manual_seed(seed)
+        yield
+
 @torch.no_grad()
 def generate(model, tokenizer, prompts: list[str], # model inputs (already formatted)
              max_new_tokens: int = 64, # completion limit
@@ -114,7 +127,7 @@ def generate(model, tokenizer, prompts: list[str], # model inputs (already forma
              shapes: list | None = None, # when a list, (batch, prompt_len, new_tokens) of every call is appended
              fast: bool = True, # use race_nb.fastgen where it reproduces transformers' generate
             ) -> list[str]:
-    "Completions of `prompts` (the global torch RNG is restored afterwards)."
+    "Completions of `prompts` (every torch random stream, the CPU's and each CUDA device's, is restored afterwards: `own_rng`)."
     from race_nb.fastgen import fast_generate, fast_unsupported
     check_positive("max_new_tokens", max_new_tokens, integer=True)
     tokenizer.padding_side = "left"
@@ -122,8 +135,7 @@ def generate(model, tokenizer, prompts: list[str], # model inputs (already forma
     stops = stop_token_ids(tokenizer, model)
     was_training, out = model.training, []
     model.eval()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with own_rng(seed):
         for i in range(0, len(prompts), batch_size):
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
             if use_fast:

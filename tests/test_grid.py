@@ -200,3 +200,32 @@ def test_race_validation_pilot_is_independent_and_cheap():
     share = sum(c["params"]["budget"] for c in pilot["cells"]) / sum(c["params"]["budget"] for c in full["cells"])
     assert share <= 0.15, share
     assert all(c["params"]["n_eval"] >= 1000 for c in pilot["cells"] + full["cells"])
+
+
+NO_FLOCK = """import errno, fcntl, os
+def _no_flock(*a, **k):  # a cluster filesystem mounted without flock (Lustre: ENOSYS), in every process that starts here
+    with open(os.environ["RACE_TEST_FLOCK_CALLS"], "a") as f: f.write(f"{os.getpid()}\\n")
+    raise OSError(errno.ENOSYS, "Function not implemented")
+fcntl.flock = _no_flock
+"""
+
+
+def test_grid_runs_where_flock_raises_enosys(tmp_path):
+    "Issue 52: where fcntl.flock raises ENOSYS in every process (the runner, its kernels), the grid still runs to the end on the "
+    "marker-file fallback, and its status reads back."
+    from conftest import own_kernel_server
+    site = tmp_path / "site"; site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_FLOCK)
+    calls = tmp_path / "flock_calls"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+               RACE_TEST_FLOCK_CALLS=str(calls))
+    grid = micro(tmp_path, "noflock", budgets="[1.5e10]", seeds="[0]", arms="[n8-m8]")
+    with own_kernel_server():  # kernels started here import the sitecustomize too (a warm server forked before it would not)
+        res = subprocess.run([RACE, "grid", "run", str(grid), "--runs", str(tmp_path / "runs"), "--workers", "1"], capture_output=True,
+                             text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert calls.read_text().split(), "flock was never called"  # the runner met the ENOSYS on every cell lock it took
+    st = subprocess.run([RACE, "grid", "status", str(tmp_path / "runs" / "noflock")], capture_output=True, text=True, env=env)
+    assert st.returncode == 0 and "done" in st.stdout, st.stdout + st.stderr
+    root = tmp_path / "runs" / "noflock"
+    assert (grid_status(root).status == "done").all() and not list(root.glob("*/.lock.held"))  # released

@@ -229,9 +229,10 @@ def test_a_dead_reward_fails_its_cell_or_warns_and_is_marked(data_dir, tmp_path)
     assert "no completion stated a final answer (0% did" in fail.error and "prm" in fail.error, fail.error
     log = (tmp_path / "runs" / "deadwarn" / warn.cell / "cell.log").read_text()
     assert warn.status == "done" and "no learning signal for 2 optimizer steps in a row" in log, log[-2000:]
+    assert "dead reward: prm carried a learning signal in 0% of its" in log, log[-2000:]  # and the end of its training says it once more
     assert warn.signal == 0.0 and warn.low_signal, warn
     m = aggregate(tmp_path / "runs" / "deadwarn").iloc[0]
-    assert m.signal_share == 0.0 and m.no_signal_steps == m.steps and m.answer_share == 0.0, m
+    assert m.signal_share == 0.0 and m.no_signal_steps == m.steps and m.answer_share == 0.0 and m.dead_reward, m
     st = subprocess.run([RACE, "grid", "status", str(tmp_path / "runs" / "deadwarn")], capture_output=True, text=True)
     assert st.returncode == 0 and f"low signal {warn.cell}: only 0% of its prompt groups" in st.stdout, st.stdout
     from race_nb.report import render_report
@@ -243,3 +244,42 @@ def test_a_dead_reward_fails_its_cell_or_warns_and_is_marked(data_dir, tmp_path)
     assert first.name == "compute.html" and sorted(p.name for p in (tmp_path / "site").glob("*.html")) == ["compute.html"]
     assert "learned from too little signal" in first.read_text()
     print(fail.error)
+
+
+def test_a_short_cell_says_its_dead_reward(tmp_path):
+    "Issue 54: a cell shorter than the signal watch (no_signal_steps 16) run directly with papermill, as a new user would: an answer-"
+    "gated PRM on a policy that never states an answer carried no signal, and the end of its training says so in one line naming the "
+    "reward, the shares and what to change (on_no_signal's default, fail, stops the cell with it). The same cell with the PRM not "
+    "answer-gated carries a signal and says nothing of the kind."
+    if not (SHARED / "gsm8k" / "test.jsonl").exists(): pytest.skip(f"no shared data at {SHARED}")
+    import nbformat, papermill as pm
+    from race_nb.kernels import SOCKET_ENV, warm_manager
+    tpl = project_root() / "nbs" / "experiments" / "grpo_cell.ipynb"
+    warm = dict(kernel_manager_class=warm_manager()) if os.environ.get(SOCKET_ENV) else {}
+    base = dict(model="qwen2.5-1.5b", model_path="toy:qwen2.5-1.5b", train_data="gsm8k:train", eval_id="gsm8k:test", eval_ood="math500:test",
+                n_eval=4, eval_max_new_tokens=16, max_completion_length=16, prompts_per_step=4, milestones=0, reward="prm", arm="n8-m4",
+                budget=2.5e10, judge_settings=dict(backend="hf", path="toy:judge"))
+    outs = {}
+    for name, gated in (("dead", True), ("live", False)):
+        over = dict(base, reward_settings=dict(backend="hf", path="toy:qwen-prm", require_answer=gated))
+        nb_out = tmp_path / f"{name}.ipynb"
+        try:
+            pm.execute_notebook(str(tpl), str(nb_out), kernel_name="race_nb", cwd=str(tmp_path), progress_bar=False, log_output=False,
+                                parameters=dict(output_dir=str(tmp_path / name), overrides=over), **warm)
+            err = None
+        except pm.PapermillExecutionError as e: err = e
+        text = "\n".join(str(o.get("text", "")) + str(o.get("evalue", "")) + "".join(o.get("traceback", []))
+                         for c in nbformat.read(nb_out, as_version=4).cells if c.cell_type == "code" for o in c.get("outputs", []))
+        outs[name] = (err, text)
+    err, text = outs["dead"]
+    assert err is not None and err.ename == "NoSignal", err
+    line = next((l for l in err.evalue.splitlines() if "dead reward:" in l), None)
+    assert line is not None and line.startswith("dead reward: prm carried a learning signal in 0% of its "), err.evalue
+    steps = int(line.split(" of its ")[1].split()[0])
+    assert 1 <= steps < 16, line  # shorter than the watch: the end-of-run check, not the watch, said it
+    assert "0% of completions stated a final answer" in line and "require_answer: false" in line and "max_completion_length (now 16" in line, line
+    assert "dead reward:" in text  # in the executed notebook the user opens
+    err, text = outs["live"]
+    assert err is None and "dead reward" not in text and "no learning signal" not in text, (err, text[-2000:])
+    m = json.loads((tmp_path / "live" / "metrics.json").read_text())
+    assert m["signal_step_share"] > 0.1 and m["dead_reward"] is False and m["steps"] < 16, m

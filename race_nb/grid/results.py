@@ -39,10 +39,11 @@ def grid_status(runs_dir) -> "pd.DataFrame":
             with cell_lock(d) as free:  # a live runner holds the cell's lock; a dead one (kill -9) left only its status
                 if free: status = "stale"
         rec, m = trained_record(d), valid_metrics(d) or {}
-        share = m.get("signal_share", (rec or {}).get("signal", {}).get("signal_share"))
+        sig = {**(rec or {}).get("signal", {}), **m}  # the training record's signal summary, the metrics' where the cell is done
+        share = sig.get("signal_share")
         rows.append(dict(cell=d.name, status=status, model=p.get("model"), reward=p.get("reward"), arm=p["arm"], budget=p["budget"],
                          seed=p["seed"], trained=rec is not None, checkpoint=_newest_checkpoint(d), resumes=_resumes(d, rec),
-                         wall_seconds=st.get("wall_seconds"), signal=share, low_signal=share is not None and share < LOW_SIGNAL,
+                         wall_seconds=st.get("wall_seconds"), signal=share, low_signal=bool(sig.get("dead_reward")) or (share is not None and share < LOW_SIGNAL),
                          error=st.get("evalue") or st.get("error")))
     return pd.DataFrame(rows)
 
@@ -107,7 +108,7 @@ def watch(runs_dir, interval: float = 2.0, once: bool = False, out=None) -> dict
         except KeyboardInterrupt: return info
 
 METRIC_COLUMNS = TARGETS + tuple(f"{t}_warm" for t in TARGETS) + ("rho", "n", "m", "mu", "beta", "flops_total", "flops_search", "flops_learning", "flops_reward",
-                  "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps", "signal_share", "no_signal_steps", "answer_share",
+                  "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps", "signal_share", "no_signal_steps", "answer_share", "signal_step_share", "dead_reward",
                   "train_seconds", "eval_seconds", "mean_completion_chars")
 
 # %% ../../nbs/07c_grid_results.ipynb #598c7253

@@ -4,12 +4,12 @@
 
 # %% ../../nbs/07b_grid_run.ipynb #60dde270
 from __future__ import annotations
-import contextlib, fcntl, json, logging, multiprocessing, os, signal, subprocess, threading, time, traceback
+import contextlib, json, logging, multiprocessing, os, signal, subprocess, threading, time, traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
 from tqdm import tqdm
-from ..core import environ, last_checkpoint, project_root, trained_record, write_atomic
+from ..core import environ, exclusive, last_checkpoint, project_root, trained_record, write_atomic
 from ..config import CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL
 from .spec import GridError, _check_resource_values, cell_resources, check_schedule, checkpointing, format_plan, load_grid, plan_grid, tracking_spec
 
@@ -60,16 +60,7 @@ def cell_lock(cell_dir,
               wait: float = 0.0, # seconds to keep trying: a runner waits out a status probe (`grid_status` holds the lock for microseconds), never a live runner
              ):
     "Exclusive lock on a cell, never blocking longer than `wait`; yields False when another process holds it."
-    Path(cell_dir).mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait
-    with open(Path(cell_dir) / ".lock", "w") as f:
-        while True:
-            try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); break
-            except BlockingIOError:
-                if time.monotonic() >= deadline: yield False; return
-                time.sleep(0.02)
-        try: yield True
-        finally: fcntl.flock(f, fcntl.LOCK_UN)
+    with exclusive(Path(cell_dir) / ".lock", wait) as got: yield got  # flock, or its fallback where the filesystem has none
 
 # %% ../../nbs/07b_grid_run.ipynb #5b8f9889
 def _attempt(cell_dir, what: str):
