@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest pytest-main pytest-slurm lab bench bench-suite gpu-check
+.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest pytest-main pytest-slurm lab bench bench-suite gpu-check gpu-bundle
 
 setup: $(STAMP)
 
@@ -73,5 +73,8 @@ bench: setup
 bench-suite: setup  # times make test's nbdev_test and pytest, per notebook and per test, into bench/SUITE.md (compared with the run before)
 	$(BIN)/python bench/suite.py --workers $(PYTEST_WORKERS)
 
-gpu-check: setup
+gpu-check: setup  # the staged GPU smoke test (S1 worst-cell memory, S2 RNG + grid resume on CUDA, S3 ledger vs FlopCounterMode): bench/gpu_check/
 	$(BIN)/python bench/gpu_check.py
+
+gpu-bundle: setup  # wheels and data for bench/gpu_check.py on a bare GPU machine without network (gpu-bundle/, at most 64 MiB)
+	$(BIN)/python bench/gpu_bundle.py

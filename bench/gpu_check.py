@@ -1,33 +1,41 @@
-"""GPU check of the paper path (issues 13, 26). On a CUDA machine (`make gpu-check`, about 4 minutes on one H200 by the
-estimate it prints first):
-1. counted: Qwen2.5-1.5B's real architecture with random weights (no download), a few ledgered GRPO cycles in bf16 with
-   an hf PRM back-end in the real Qwen2.5-Math-PRM format, under the project's FlopCounterMode (`race_nb.flops.
-   flop_counter`, which counts trl's `addmm(out_dtype=, out=)`), with trl's non-Triton path (see `non_triton`);
-2. uninstrumented: one GRPO cycle at the paper grid's 7B shape (Qwen2.5-7B, random weights, n = 16, 2048-token
-   completions, LoRA r 64, gradient checkpointing): peak memory, seconds per cycle, generation tokens/s;
-3. fast generation vs `generate`.
-Everything goes into one JSON (`--out`, default bench/gpu_check.json), which `race grid plan` then uses for its GPU-hours.
-Without CUDA it exits with status 2 and says so. `--smoke` runs the same code on the CPU at toy shapes (CI runs it).
-Data (GSM8K / MATH-500) is found in RACE_DATA_DIR, else in ../shared/data beside the project."""
-import argparse, contextlib, json, os, sys, tempfile, time
-from pathlib import Path
+"""GPU smoke test of the paper path (issues 13, 26, 52), in stages. Each stage runs in a subprocess of its own with its own
+timeout and writes its own JSON into the output folder, so one crash loses nothing else:
 
-import torch
+S1  the paper grid's worst cell: one GRPO cycle at qwen2.5-7b / prm / n16-m4 shapes (16 prompts x 16 rollouts of up to 2048
+    tokens, LoRA r 64, gradient checkpointing, 16 micro-batches) with random bf16 weights built from the shipped configs on
+    the device (no download, no weight file written); peak allocated and reserved memory after generation, after scoring and
+    after the update, against race_nb.memory's prediction at the prompt length the batch had;
+S2  CUDA bookkeeping: the CUDA random stream unchanged across an evaluation (sampled generate and a milestone evaluation), and
+    a 2-cell tiny grid through papermill on the GPU, one cell asked to checkpoint and stop (checkpoint.request), then resumed;
+S3  the ledger against FlopCounterMode on the GPU: Qwen2.5-1.5B's shape with random weights, the real PRM format, one cycle
+    (trl's non-Triton log-prob path, which FlopCounterMode can see), then the same cycle with SDPA, timed.
+
+    python bench/gpu_check.py [--out-dir DIR] [--stages S1 S2 S3] [--smoke]
+
+The summary (DIR/gpu_check.json, and bench/gpu_check.json by default) keeps S1's measured FLOP/s as `big_cycle`, which
+`race grid plan` uses for its GPU-hours. Without CUDA it exits with status 2 and says so; `--smoke` runs every stage on the
+CPU at toy shapes (tests/test_paper.py runs it). On a bare GPU machine with no network, `make gpu-bundle` gathers the wheels
+and data it needs into gpu-bundle/ (README, GPU section). Data (GSM8K / MATH-500) is found in RACE_DATA_DIR, else in
+gpu-bundle/data or ../shared/data beside the project."""
+import argparse, contextlib, json, os, subprocess, sys, tempfile, threading, time, traceback
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 H200_PEAK = 989e12  # bf16 dense FLOP/s of an H100/H200 SXM (the same tensor cores)
+STAGES = {"S1": 270, "S2": 150, "S3": 100}  # seconds each stage may take on one H200 (its own timeout)
+SMOKE_TIMEOUT = 600  # a stage's timeout on the CPU (toy shapes, two slow cores)
 
 
 def find_data() -> Path:
-    "RACE_DATA_DIR, else ../shared/data beside the project; set RACE_DATA_DIR for everything the check starts."
-    for cand in (os.environ.get("RACE_DATA_DIR"), ROOT.parent / "shared" / "data"):
+    "RACE_DATA_DIR, else gpu-bundle/data, else ../shared/data beside the project; set RACE_DATA_DIR for everything the check starts."
+    for cand in (os.environ.get("RACE_DATA_DIR"), ROOT / "gpu-bundle" / "data", ROOT.parent / "shared" / "data"):
         if cand and (Path(cand) / "gsm8k" / "test.jsonl").exists():
             os.environ["RACE_DATA_DIR"] = str(Path(cand).resolve())
             return Path(cand).resolve()
     sys.exit("gpu_check: no GSM8K / MATH-500 data: set RACE_DATA_DIR to a folder with gsm8k/ and math500/ "
-             f"(looked in RACE_DATA_DIR={os.environ.get('RACE_DATA_DIR')!r} and {ROOT.parent / 'shared' / 'data'})")
+             f"(looked in RACE_DATA_DIR={os.environ.get('RACE_DATA_DIR')!r}, {ROOT / 'gpu-bundle' / 'data'}, {ROOT.parent / 'shared' / 'data'})")
 
 
 @contextlib.contextmanager
@@ -41,119 +49,254 @@ def non_triton():
     finally: cl._TRITON_AVAILABLE = old
 
 
-def random_checkpoint(config_name: str, folder: Path, arch: str = "Qwen2ForCausalLM", device: str = "cuda") -> Path:
-    "Save a randomly initialised model of a shipped architecture (no download) with the toy tokenizer's special tokens; "
-    "arch Qwen2ForProcessRewardModel writes the real PRM format (race_nb.toy)."
-    import transformers
-    from transformers import AutoConfig, AutoTokenizer
+def weightless(config_name: str, folder: Path, arch: str | None = None) -> Path:
+    "A checkpoint folder with a shipped config (architecture `arch`) and the toy Qwen2.5 tokenizer, and no weights: inside "
+    "`random_weights` it loads as random bf16 weights built on the device."
     from race_nb.flops import load_config
-    from race_nb.toy import toy_checkpoint, save_process_reward_model
+    from race_nb.toy import toy_checkpoint
+    from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(toy_checkpoint("qwen2.5-1.5b"))
-    c = {k: v for k, v in load_config(config_name).items() if k not in ("architectures", "torch_dtype", "transformers_version")}
+    c = {k: v for k, v in load_config(config_name).items() if k not in ("torch_dtype", "transformers_version", "auto_map")}
     c.update(vocab_size=max(c["vocab_size"], len(tok)), pad_token_id=tok.pad_token_id)
-    if arch == "Qwen2ForProcessRewardModel":
-        save_process_reward_model(AutoConfig.for_model(**c), folder, dtype=torch.bfloat16, device=device)
-    else:
-        with torch.device(device):
-            model = getattr(transformers, arch)(AutoConfig.for_model(**c, architectures=[arch])).to(torch.bfloat16)
-        model.save_pretrained(folder)
+    if arch: c["architectures"] = [arch]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(c, indent=2))
     tok.save_pretrained(folder)
     return folder
 
 
-def counted_check(a, cuda: bool, tmp: Path) -> dict:
-    "Ledger against FlopCounterMode over a few cycles (eager attention), then the same cycles with SDPA, timed."
+@contextlib.contextmanager
+def random_weights(device: str):
+    "Inside: `from_pretrained` of a folder without weight files builds the model from its config with random bf16 weights on "
+    "`device`, and so does race_nb's PRM loader (the Qwen2.5-Math-PRM format: decoder + two-layer score head)."
+    import torch, transformers
+    import race_nb.rewards.prm as prm
+    from transformers import AutoConfig, PreTrainedModel
+    orig, orig_prm = PreTrainedModel.from_pretrained.__func__, prm.load_process_reward_model
+    empty = lambda p: Path(str(p)).is_dir() and not any(Path(str(p)).glob("*.safetensors")) and not any(Path(str(p)).glob("*.bin"))
+
+    def build(cls, config, dtype):
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            with torch.device(device): return cls(config)
+        finally: torch.set_default_dtype(old)
+
+    def from_pretrained(cls, path, *args, **kw):
+        if not empty(path): return orig(cls, path, *args, **kw)
+        config = AutoConfig.from_pretrained(path)
+        if kw.get("attn_implementation"): config._attn_implementation = kw["attn_implementation"]
+        return build(cls, config, kw.get("dtype") if isinstance(kw.get("dtype"), torch.dtype) else torch.bfloat16).eval()
+
+    def load_prm(source, dtype=None, attn_implementation=None):
+        if not empty(source): return orig_prm(source, dtype=dtype, attn_implementation=attn_implementation)
+        cfg = AutoConfig.from_pretrained(source)
+        dt, h = dtype if isinstance(dtype, torch.dtype) else torch.bfloat16, cfg.hidden_size
+        head = build(lambda c: torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, cfg.num_labels or 2)), cfg, dt)
+        return prm.Qwen2ProcessRewardModel(build(transformers.Qwen2Model, cfg, dt), head).eval()
+
+    PreTrainedModel.from_pretrained = classmethod(from_pretrained)
+    prm.load_process_reward_model = load_prm
+    try: yield
+    finally:
+        PreTrainedModel.from_pretrained = classmethod(orig)
+        prm.load_process_reward_model = orig_prm
+
+
+def _mem(torch, cuda: bool) -> dict:
+    return dict(allocated_gib=torch.cuda.max_memory_allocated() / 2**30, reserved_gib=torch.cuda.max_memory_reserved() / 2**30) if cuda else {}
+
+
+def stage_s1(cuda: bool, tmp: Path) -> dict:
+    "The worst cell's one GRPO cycle: seconds, FLOP/s, and peak memory per phase against race_nb.memory's prediction."
+    import torch
+    from race_nb.config import CellConfig
+    from race_nb.grpo import build_trainer
+    from race_nb.memory import cell_memory
+    if cuda:
+        policy, prm = weightless("qwen2.5-7b", tmp / "policy7b"), weightless("qwen2.5-math-prm-7b", tmp / "prm7b", "Qwen2ForProcessRewardModel")
+        shape = dict(max_completion_length=2048, prompts_per_step=16, micro_batches=16)
+    else: policy, prm, shape = "toy:qwen2.5-7b", "toy:qwen-prm", dict(max_completion_length=16, prompts_per_step=4, micro_batches=2)
+    cfg = CellConfig(model="qwen2.5-7b", model_path=str(policy), reward="prm", arm="n16-m4", budget=1e20, max_steps=1, seed=0,
+                     reward_settings=dict(backend="hf", path=str(prm), require_answer=False),  # random text states no answer: score it anyway
+                     train_data="gsm8k:train", eval_id="gsm8k:test", eval_ood="math500:test", gradient_checkpointing=True,
+                     lora_r=64, lora_alpha=128, judge_settings=dict(backend="hf", path="toy:judge"), **shape)
+    marks, t = {}, {}
+    with (random_weights("cuda") if cuda else contextlib.nullcontext()):
+        t0 = time.time()
+        tr = build_trainer(cfg, tmp / "trl7b")
+        t["build"] = time.time() - t0
+        gen, score = tr._generate, tr._calculate_rewards
+
+        def timed_generate(prompts):
+            if cuda: torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+            out = gen(prompts)
+            if cuda: torch.cuda.synchronize()
+            marks["generation"] = dict(_mem(torch, cuda), prompt_len=max(len(p) for p in out[0]), completion_len=max(len(c) for c in out[1]),
+                                       rollouts=len(out[1]), chunk=tr.generation_chunk)
+            if cuda: torch.cuda.reset_peak_memory_stats()
+            return out
+
+        def timed_score(*a, **k):
+            out = score(*a, **k)
+            if cuda: torch.cuda.synchronize()
+            marks["scoring"] = _mem(torch, cuda)
+            if cuda: torch.cuda.reset_peak_memory_stats()
+            return out
+
+        tr._generate, tr._calculate_rewards = timed_generate, timed_score
+        t0 = time.time()
+        tr.train()
+        if cuda: torch.cuda.synchronize()
+        t["cycle"] = time.time() - t0
+        marks["update"] = _mem(torch, cuda)
+    plan = cell_memory(cfg, prompt_len=marks["generation"]["prompt_len"])
+    resident = sum(plan[k] for k in ("policy_weights", "lora_state", "reward_weights", "workspace"))
+    predicted = {ph: resident + plan[ph] for ph in ("generation", "scoring", "update")}
+    ev = tr.ledger.to_frame()
+    gen_s = float(ev[(ev.component == "search") & (ev.phase == "generate")].seconds.sum())
+    g = marks["generation"]
+    return dict(shape=f"qwen2.5-7b{'' if cuda else ' (toy)'} / prm / n16-m4: {cfg.prompts_per_step} prompts x 16 rollouts, completion "
+                      f"{cfg.max_completion_length}, LoRA r 64, gradient checkpointing, {cfg.micro_batches} micro-batches",
+                marks=marks, predicted_gib=predicted, plan=plan,
+                ratio_measured_to_predicted={ph: marks[ph]["allocated_gib"] / predicted[ph] for ph in predicted} if cuda else None,
+                seconds=t, cycle_seconds=t["cycle"], cycle_flops=tr.ledger.total, flops_per_s=tr.ledger.total / t["cycle"],
+                mfu=tr.ledger.total / t["cycle"] / H200_PEAK if cuda else None, generation_seconds=gen_s,
+                generated_tokens=g["rollouts"] * g["completion_len"], steps=tr.state.global_step)
+
+
+def stage_s2(cuda: bool, tmp: Path) -> dict:
+    "The CUDA random stream across an evaluation; a 2-cell grid on the device with a checkpoint request and a resume."
+    import torch, yaml
+    from race_nb.models import generate, load_policy
+    from race_nb.data import load_spec
+    from race_nb.grid import grid_status, run_grid
+    from race_nb.grpo import CHECKPOINT_REQUEST
+    out = {}
+    dev = "cuda" if cuda else "cpu"
+    model, tok = load_policy("qwen2.5-1.5b", "toy:qwen2.5-1.5b", device=dev)
+    qs = [tok.apply_chat_template([{"role": "user", "content": r["prompt"]}], tokenize=False, add_generation_prompt=True)
+          for r in load_spec("gsm8k:test")[:8]]
+    state = lambda: (torch.cuda.get_rng_state() if cuda else torch.get_rng_state()).clone()
+    torch.manual_seed(11)
+    s0 = state()
+    generate(model, tok, qs, max_new_tokens=16, greedy=False, seed=3)  # an evaluation's sampled completions
+    generate(model, tok, qs, max_new_tokens=16, greedy=True)  # a milestone's greedy pass@1
+    out["rng_unchanged"] = bool(torch.equal(s0, state()))
+    out["rng_device"] = "cuda" if cuda else "cpu"
+    del model
+    # the grid: two tiny cells on the device; one is asked to checkpoint and stop once it has a checkpoint, then the grid resumes it
+    grid = tmp / "gpu-grid.yaml"
+    grid.write_text(yaml.safe_dump(dict(name="gpu-grid", fixed=dict(n_eval=16, eval_max_new_tokens=32, prompts_per_step=4, milestones=2),
+                                        axes=dict(model=["tiny-s"], arm=["n8-m8"]), budgets=[6e10], seeds=[0, 1],
+                                        checkpoint=dict(steps=2, minutes=None))))
+    root, asked = tmp / "runs" / "gpu-grid", []
+
+    def ask():  # the first cell with a complete checkpoint is asked to stop (as Slurm's warning does through the job)
+        deadline = time.time() + 300
+        while time.time() < deadline and not asked:
+            for d in (root.iterdir() if root.exists() else []):
+                if d.is_dir() and list((d / "trl").glob("checkpoint-*/ledger.parquet")):
+                    (d / CHECKPOINT_REQUEST).touch(); asked.append(d.name); return
+            time.sleep(0.2)
+
+    th = threading.Thread(target=ask, daemon=True); th.start()
+    t0 = time.time()
+    run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=False)
+    first = grid_status(root)
+    run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=False)  # the rerun resumes the stopped cell
+    st = grid_status(root)
+    out["grid_seconds"] = time.time() - t0
+    out["asked_cell"] = asked[0] if asked else None
+    out["after_first_run"] = first.status.value_counts().to_dict()
+    out["after_resume"] = st.status.value_counts().to_dict()
+    rec = json.loads((root / asked[0] / "trained.json").read_text()) if asked and (root / asked[0] / "trained.json").exists() else {}
+    out["resumed_from"] = rec.get("resumed_from")
+    out["ok"] = bool(out["rng_unchanged"] and (st.status == "done").all() and asked and rec.get("resumed_from"))
+    return out
+
+
+def stage_s3(cuda: bool, tmp: Path) -> dict:
+    "Ledger against FlopCounterMode over one cycle (eager attention, trl's non-Triton log-prob path), then the same cycle with SDPA, timed."
     from race_nb.grpo import Arm, whole_step_check
     if cuda:
-        policy = random_checkpoint("qwen2.5-1.5b", tmp / "policy")
-        prm = random_checkpoint("qwen2.5-1.5b", tmp / "prm", "Qwen2ForProcessRewardModel")  # the real PRM format, 1.5B shape
+        policy = weightless("qwen2.5-1.5b", tmp / "policy")
+        prm = weightless("qwen2.5-1.5b", tmp / "prm", "Qwen2ForProcessRewardModel")  # the real PRM format at the 1.5B shape
         comp, prompts = 256, 8
-    else:
-        policy, prm, comp, prompts = "toy:qwen2.5-1.5b", "toy:qwen-prm", 16, 4
+    else: policy, prm, comp, prompts = "toy:qwen2.5-1.5b", "toy:qwen-prm", 16, 4
     cell = dict(model="qwen2.5-1.5b", model_path=str(policy), train_data="gsm8k:train", eval_id="gsm8k:test", eval_ood="math500:test",
                 reward="prm", reward_settings=dict(backend="hf", path=str(prm), attn_implementation="eager", require_answer=False),
                 judge_settings=dict(backend="hf", path="toy:judge", require_answer=False), max_completion_length=comp,
                 prompts_per_step=prompts, micro_batches=2, gradient_checkpointing=True, lora_r=64, lora_alpha=128)
     arm = Arm("check", n=4, m=4, mu=2)
-    t0 = time.time()
-    with non_triton(): r = whole_step_check(arm, cycles=a.cycles, attn_implementation="eager", workdir=str(tmp / "trl"), **cell)
-    out = dict(validated_with="trl non-Triton path (trl.kernels.chunked_logprob._TRITON_AVAILABLE = False)",
-               eager_seconds=time.time() - t0, ledger=r["ledger"], flopcounter=r["counted"], ratio=r["ratio"],
-               components={k: v["ratio"] for k, v in r["components"].items()}, phases=r["phases"])
-    t0 = time.time()
-    s = whole_step_check(arm, cycles=a.cycles, attn_implementation="sdpa", workdir=str(tmp / "trl2"), **cell)
+    with (random_weights("cuda") if cuda else contextlib.nullcontext()):
+        t0 = time.time()
+        with non_triton(): r = whole_step_check(arm, cycles=1, attn_implementation="eager", workdir=str(tmp / "trl"), **cell)
+        out = dict(validated_with="trl non-Triton path (trl.kernels.chunked_logprob._TRITON_AVAILABLE = False)",
+                   eager_seconds=time.time() - t0, ledger=r["ledger"], flopcounter=r["counted"], ratio=r["ratio"],
+                   components={k: v["ratio"] for k, v in r["components"].items()}, phases=r["phases"])
+        t0 = time.time()
+        s = whole_step_check(arm, cycles=1, attn_implementation="sdpa", workdir=str(tmp / "trl2"), **cell)
     secs = time.time() - t0
     out.update(sdpa_seconds=secs, sdpa_ledger=s["ledger"], sdpa_flops_per_s=s["ledger"] / secs)
+    out["ok"] = abs(out["ratio"] - 1) < 0.01 and all(abs(v - 1) < 0.01 for v in out["components"].values() if v == v)
     return out
 
 
-def big_cycle(cuda: bool, tmp: Path, n: int = 16, prompts: int = 2) -> dict:
-    "One uninstrumented GRPO cycle at the paper grid's 7B shape (toy 7B on the CPU): seconds, peak memory, generation tokens/s."
-    from race_nb.grpo import Arm, CellConfig, build_trainer
-    policy = random_checkpoint("qwen2.5-7b", tmp / "policy7b") if cuda else "toy:qwen2.5-7b"
-    comp = 2048 if cuda else 16
-    cfg = CellConfig(model="qwen2.5-7b", model_path=str(policy), reward="sparse", arm=None, budget=1e20, max_steps=1, seed=0,
-                     train_data="gsm8k:train", eval_id="gsm8k:test", eval_ood="math500:test", max_completion_length=comp,
-                     prompts_per_step=prompts, micro_batches=prompts * n // 4 if cuda else 2, gradient_checkpointing=True,
-                     lora_r=64, lora_alpha=128, judge_settings=dict(backend="hf", path="toy:judge"))
-    tr = build_trainer(cfg, tmp / "trl7b", arm=Arm("big", n=n, m=n, mu=1))
-    if cuda: torch.cuda.reset_peak_memory_stats()
+def run_stage(name: str, smoke: bool, out_dir: Path) -> None:
+    "One stage in this process (the parent starts each in its own): its JSON, with the error if it failed."
+    import torch
+    cuda = torch.cuda.is_available() and not smoke
+    tmp = Path(tempfile.mkdtemp(prefix=f"race_gpu_{name}_"))
     t0 = time.time()
-    tr.train()
-    secs = time.time() - t0
-    ev = tr.ledger.to_frame()
-    gen_s = float(ev[(ev.component == "search") & (ev.phase == "generate")].seconds.sum())
-    mean_len = next(h["completions/mean_length"] for h in reversed(tr.state.log_history) if "completions/mean_length" in h)
-    generated = prompts * n * mean_len  # completion tokens sampled (finished rows stop counting; padding is not counted)
-    return dict(shape=f"qwen2.5-7b{'' if cuda else ' (toy)'}, n={n}, prompts={prompts}, completion={comp}, LoRA r=64, gradient checkpointing",
-                cycle_seconds=secs, cycle_flops=tr.ledger.total, flops_per_s=tr.ledger.total / secs,
-                mfu=tr.ledger.total / secs / H200_PEAK if cuda else None,
-                generated_tokens=generated, generation_seconds=gen_s, generation_tokens_per_s=generated / gen_s if gen_s > 0 else None,
-                peak_memory_gib=torch.cuda.max_memory_allocated() / 2**30 if cuda else None)
-
-
-def estimate_seconds() -> float:
-    "The check's own time estimate on one H200: the 7B cycle's generation at 1.5 s per 64 decode steps (HF generate, bf16), "
-    "the update at 15% MFU, the 1.5B checks at 60 s, and 60 s of set-up."
-    from race_nb.arm_flops import Arm, arm_flops, policy_flops
-    f = arm_flops(Arm("big", n=16, m=16, mu=1), policy_flops("qwen2.5-7b", 64), None, 2, 256, 2048)
-    return 2048 / 64 * 1.5 + f["learning"] / (0.15 * H200_PEAK) + 60 + 60
+    rec = dict(stage=name, device=torch.cuda.get_device_name() if cuda else "cpu (smoke)", smoke=not cuda, torch=torch.__version__)
+    try:
+        rec.update({"S1": stage_s1, "S2": stage_s2, "S3": stage_s3}[name](cuda, tmp))
+        rec["status"] = "ok" if rec.get("ok", True) else "failed check"
+    except Exception as e:
+        rec.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
+    rec["seconds"] = time.time() - t0
+    (out_dir / f"{name}.json").write_text(json.dumps(rec, indent=2, default=float) + "\n")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--smoke", action="store_true", help="CPU run of the same code at toy shapes (what CI runs)")
-    ap.add_argument("--cycles", type=int, default=3, help="counted generation cycles")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "gpu_check.json"), help="JSON written here (default bench/gpu_check.json)")
+    ap.add_argument("--smoke", action="store_true", help="every stage on the CPU at toy shapes (what the tests run)")
+    ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
+    ap.add_argument("--out-dir", default=str(ROOT / "bench" / "gpu_check"), help="one JSON per stage, and gpu_check.json, here")
+    ap.add_argument("--out", default=None, help="the summary JSON (default: DIR/gpu_check.json, and bench/gpu_check.json on a GPU)")
+    ap.add_argument("--stage", default=None, help=argparse.SUPPRESS)  # run one stage in this process (the parent's subprocess)
     a = ap.parse_args()
-    cuda = torch.cuda.is_available()
-    if not cuda and not a.smoke:
+    out_dir = Path(a.out_dir); out_dir.mkdir(parents=True, exist_ok=True)
+    find_data()
+    if a.stage: run_stage(a.stage, a.smoke, out_dir); return
+    import torch
+    if not torch.cuda.is_available() and not a.smoke:
         print("gpu_check: no CUDA device (torch.cuda.is_available() is False, torch " + torch.__version__ + "): this check measures a GPU. "
               "Run it on a CUDA machine, or pass --smoke for the CPU rehearsal.", file=sys.stderr)
         sys.exit(2)
-    cuda = cuda and not a.smoke
-    find_data()
-    est = estimate_seconds()
-    print(f"gpu_check: {'CUDA: ' + torch.cuda.get_device_name() if cuda else 'smoke (CPU, toy shapes)'}; "
-          f"estimated {est:.0f} s on one H200", flush=True)
-    from race_nb.models import load_policy, generate
-    tmp = Path(tempfile.mkdtemp(prefix="race_gpu_check_"))
-    out = {"device": torch.cuda.get_device_name() if cuda else "cpu (smoke)", "smoke": not cuda, "torch": torch.__version__,
-           "estimated_seconds_h200": est}
-    t_all = time.time()
-    out["counted"] = counted_check(a, cuda, tmp)
-    out["big_cycle"] = big_cycle(cuda, tmp)
-    model, tok = load_policy("qwen2.5-1.5b", "toy:qwen2.5-1.5b", dtype="float32", device="cuda" if cuda else None)
-    qs = [tok.apply_chat_template([{"role": "user", "content": f"What is {i} + {i}?"}], tokenize=False, add_generation_prompt=True) for i in range(4)]
-    t0 = time.time(); fast = generate(model, tok, qs, max_new_tokens=32, fast=True); tf = time.time() - t0
-    t0 = time.time(); slow = generate(model, tok, qs, max_new_tokens=32, fast=False); ts = time.time() - t0
-    out.update(fastgen_identical=fast == slow, fastgen_seconds=tf, generate_seconds=ts, total_seconds=time.time() - t_all)
-    text = json.dumps(out, indent=2, default=float)
-    Path(a.out).write_text(text + "\n")
+    cuda = not a.smoke
+    print(f"gpu_check: {'CUDA: ' + torch.cuda.get_device_name() if cuda else 'smoke (CPU, toy shapes)'}; stages {' '.join(a.stages)}, at most "
+          f"{sum(STAGES[s] for s in a.stages) if cuda else SMOKE_TIMEOUT * len(a.stages)} s", flush=True)
+    summary = dict(device=torch.cuda.get_device_name() if cuda else "cpu (smoke)", smoke=not cuda, torch=torch.__version__, stages={})
+    for s in a.stages:
+        t0, limit = time.time(), STAGES[s] if cuda else SMOKE_TIMEOUT
+        (out_dir / f"{s}.json").unlink(missing_ok=True)
+        try: rc = subprocess.run([sys.executable, __file__, "--stage", s, "--out-dir", str(out_dir)] + (["--smoke"] if a.smoke else []),
+                                 timeout=limit).returncode
+        except subprocess.TimeoutExpired: rc = "timeout"
+        f = out_dir / f"{s}.json"
+        rec = json.loads(f.read_text()) if f.exists() else dict(stage=s, status=f"no result (exit {rc}, limit {limit} s)")
+        summary["stages"][s] = {k: rec.get(k) for k in ("status", "seconds", "error")}
+        print(f"{s}: {rec['status']} in {time.time() - t0:.0f} s" + (f" - {rec.get('error')}" if rec.get("error") else ""), flush=True)
+        if s == "S1" and rec.get("status") == "ok":
+            summary["big_cycle"] = {k: rec[k] for k in ("shape", "cycle_seconds", "cycle_flops", "flops_per_s", "mfu", "generation_seconds", "generated_tokens")}
+            summary["memory"] = dict(measured=rec["marks"], predicted_gib=rec["predicted_gib"], ratio=rec["ratio_measured_to_predicted"])
+    text = json.dumps(summary, indent=2, default=float)
+    (out_dir / "gpu_check.json").write_text(text + "\n")
+    if a.out or cuda: Path(a.out or ROOT / "bench" / "gpu_check.json").write_text(text + "\n")
     print(text)
-    c = out["counted"]
-    ok = abs(c["ratio"] - 1) < 0.01 and all(abs(v - 1) < 0.01 for k, v in c["components"].items() if v == v) and c["sdpa_ledger"] > 0
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if all(v["status"] == "ok" for v in summary["stages"].values()) else 1)
 
 
 if __name__ == "__main__":

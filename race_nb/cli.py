@@ -195,7 +195,7 @@ def _diagnose(runs_dir, full_dir, target: str) -> None:
 # %% ../nbs/20_cli.ipynb #0a395a3c
 def _plan(grid, prompt_len, peak, mfu, resources) -> int:
     "`race grid plan`: what each cell's budget buys, its estimated time against its time limit, and whether Slurm would accept the schedule."
-    from race_nb.grid import GridError, check_schedule, format_plan, load_grid, plan_grid
+    from race_nb.grid import GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, plan_grid
     g = load_grid(grid)
     plan = plan_grid(g, prompt_len, peak, mfu, resources=resources)
     print(format_plan(plan))
@@ -210,6 +210,10 @@ def _plan(grid, prompt_len, peak, mfu, resources) -> int:
           + (f"{len(multi)} cell(s) need more than one allocation and rely on checkpoints (up to {multi.allocations.max():g})" if len(multi)
              else "every cell fits in one allocation"))
     if (plan.gpus.fillna(0) == 0).all(): print("resources: no GPUs requested (set resources.gpus for a GPU cluster)")
+    else: print(memory_summary(plan))
+    try: check_memory(g, plan)
+    except GridError as e:
+        print(f"race grid run would refuse this grid: {e}"); return 1
     try: check_schedule(g, plan, resources)
     except GridError as e:
         print(f"the Slurm executor would refuse this grid: {e}"); return 1

@@ -152,6 +152,9 @@ class CellConfig:
     dtype: str = "auto" # auto: bfloat16 on CUDA, float32 on CPU
     use_vllm: bool = False # trl's vLLM generation (GPU; charged by the same formula)
     vllm_mode: str = "colocate" # trl's vllm_mode when use_vllm
+    vllm_gpu_memory_utilization: float = 0.3 # trl's: the GPU memory share vLLM's colocated engine takes (weights and KV cache)
+    vllm_max_model_length: int | None = None # trl's: vLLM's context length (None: the cell's longest prompt + max_completion_length, not the model's 131072)
+    generation_chunk: int | None = None # rollouts per generate call (None: the memory plan's on CUDA, race_nb.memory; all in one call on CPU)
     milestones: int = 8 # evaluate at every 1/milestones of the budget inside the run (greedy pass@1, charged to eval; 0: none)
     milestone_prompts: int = 256 # the first this many evaluation prompts of each set are scored at a milestone (a multiple of 128 pairs them with the final evaluation's batches)
 

@@ -25,8 +25,8 @@ __all__ = ['logger', 'SIGNAL_HISTORY', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'PROG
            'NoSignal', 'NoSignalWarning', 'group_signal', 'signal_step_share', 'carried_no_signal',
            'dead_reward_message', 'no_signal_message', 'SignalWatch', 'peak_flops_of', 'charge_reward_model',
            'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles',
-           'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts', 'build_trainer',
-           'count_by_component', 'whole_step_check']
+           'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts',
+           'cell_generation_chunk', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards
@@ -467,6 +467,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
                  policy_flops: ModelFlops | None = None, # FLOPs model of the policy (default: from the loaded model and its adapter)
                  on_no_signal: str | None = None, # "fail" or "warn" after `no_signal_steps` steps without signal (None: the grid's, else "fail")
                  no_signal_steps: int | None = None, # optimizer steps in a row without a group of non-zero advantage (None: the grid's, else 16)
+                 generation_chunk: int | None = None, # rollouts per generate call (None: the whole generation batch at once; vLLM: ignored)
                  **kwargs):
         ledger = _trainer_ledger(budget, ledger)
         track = tracking_args(kwargs["args"] if "args" in kwargs else args[2]) if "args" in kwargs or len(args) > 2 else None
@@ -477,6 +478,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
         self.fast_reason = _fast_reason(self) if fast_generation else "disabled"
         if fast_generation and self.fast_reason: logger.info("fast generation off (%s): using trl's generate", self.fast_reason)
         self.keep = keep or self.num_generations
+        self.generation_chunk = check_positive("generation_chunk", generation_chunk, integer=True) if generation_chunk is not None else None
         if not 2 <= self.keep <= self.num_generations:
             raise ValueError(f"keep must lie in [2, num_generations={self.num_generations}], got {self.keep}")
         if self.keep < self.num_generations and self.accelerator.num_processes > 1:
@@ -498,10 +500,19 @@ def _head_positions(self: LedgerGRPOTrainer, batch: int, seq_len: int, completio
 
 @patch
 def _generate_single_turn(self: LedgerGRPOTrainer, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-    "trl's regular generation path, run by `fast_generate` (same arithmetic, same sampling rule) when it applies."
-    if self.fast_reason or images is not None or multimodal_fields:
-        return GRPOTrainer._generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-    return _fast_completions(self, prompt_ids)
+    "trl's regular generation path, run by `fast_generate` (same arithmetic, same sampling rule) when it applies; in calls of `generation_chunk` rollouts when the trainer has one (the memory plan's), each call's shape kept for the ledger."
+    whole = lambda ids: (GRPOTrainer._generate_single_turn(self, ids, images, multimodal_fields, num_generations, has_tool_images)
+                         if self.fast_reason or images is not None or multimodal_fields else _fast_completions(self, ids))
+    c = self.generation_chunk
+    self._gen_calls = None
+    if not c or c >= len(prompt_ids) or self.use_vllm or images is not None or multimodal_fields: return whole(prompt_ids)
+    comps, calls = [], []
+    for i in range(0, len(prompt_ids), c):
+        part, _ = whole(prompt_ids[i:i + c])
+        comps += part
+        calls.append((len(part), max(len(p) for p in prompt_ids[i:i + c]), max(len(x) for x in part)))  # rows, padded prompt, decode steps
+    self._gen_calls = calls
+    return comps, None
 
 @patch
 def _calculate_rewards(self: LedgerGRPOTrainer, inputs, prompts, completions, completion_ids_list):
@@ -529,8 +540,10 @@ def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: floa
     (B, P), C = pm.shape, out["completion_ids"].shape[1]
     plen, clen = pm.sum(1).tolist(), (out["completion_ids"] != self._tokenizer.pad_token_id).sum(1).tolist()
     useful = sum(mf.generate(1, p, max(c, 1)) for p, c in zip(plen, clen))
-    self.ledger.record(step, "search", "generate", mf.generate(B, P, C), tokens=B * (P + C), seconds=getattr(self, "_gen_seconds", 0.0),
-                       useful_flops=min(useful, mf.generate(B, P, C)), useful_tokens=int(sum(plen) + sum(clen)))
+    calls = getattr(self, "_gen_calls", None) or [(B, P, C)]  # chunked generation: each call at its own padded shape
+    executed = sum(mf.generate(b, p, c) for b, p, c in calls)
+    self.ledger.record(step, "search", "generate", executed, tokens=sum(b * (p + c) for b, p, c in calls), seconds=getattr(self, "_gen_seconds", 0.0),
+                       useful_flops=min(useful, executed), useful_tokens=int(sum(plen) + sum(clen)))
     hp = self._head_positions(B, P + C, cm)
     ran = [k for k in ("old", "ref") if f"{k}_per_token_logps" in out]
     for k in ran:
@@ -794,12 +807,21 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
                 train_dataset=ds, processing_class=tok, peft_config=lora)
 
 # %% ../nbs/05_grpo.ipynb #c37e767e
+def cell_generation_chunk(cfg: CellConfig, device=None) -> int | None:
+    "Rollouts per generate call: the cell's `generation_chunk`, else on CUDA the memory plan's for this GPU's memory (race_nb.memory), else None (one call)."
+    if cfg.generation_chunk: return cfg.generation_chunk
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type != "cuda" or cfg.use_vllm: return None
+    from race_nb.memory import GiB, generation_chunk
+    return generation_chunk(cfg, torch.cuda.get_device_properties(device).total_memory / GiB)
+
 def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None, arm: Arm | None = None) -> LedgerGRPOTrainer:
     "A `LedgerGRPOTrainer` for the cell (policy with LoRA, reward, dataset, budget); `arm` overrides the cell's."
     from transformers.trainer_callback import PrinterCallback
     arm = arm or cell_arm(cfg)
     tr = LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
-                           keep=arm.m, fast_generation=cfg.fast_generation, report_card=False)  # the cell writes its own card
+                           keep=arm.m, fast_generation=cfg.fast_generation, report_card=False,  # the cell writes its own card
+                           generation_chunk=cell_generation_chunk(cfg))
     tr.remove_callback(PrinterCallback)  # the budget bar is the cell's progress; its log history is in the ledger and metrics
     return tr
 
@@ -841,6 +863,7 @@ def whole_step_check(arm: Arm, # arm to run (use n > m and mu > 1 to exercise ev
     led, counted = trainer.ledger, sum(parts.values())
     t = led.totals()
     return dict(ledger=led.total, counted=counted, ratio=led.total / counted, rho=led.rho, steps=trainer.state.global_step,
+                generate_calls=len(getattr(trainer, "_gen_calls", None) or [None]),  # per generation batch (the last one)
                 phases=led.to_frame().groupby("phase").flops.sum().to_dict(),
                 components={c: dict(ledger=t[c], counted=parts[c], ratio=t[c] / parts[c] if parts[c] else float("nan"))
                             for c in BUDGET_COMPONENTS})

@@ -11,12 +11,12 @@ import yaml
 from tqdm import tqdm
 from ..core import environ, exclusive, last_checkpoint, project_root, trained_record, write_atomic
 from ..config import CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL
-from .spec import GridError, _check_resource_values, cell_resources, check_schedule, checkpointing, format_plan, load_grid, plan_grid, tracking_spec
+from .spec import GridError, _check_resource_values, cell_resources, check_memory, check_schedule, checkpointing, format_plan, load_grid, plan_grid, tracking_spec
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'STATUSES', 'TEMPLATE', 'STOPPING', 'RUNNER_LOCK_WAIT', 'SUPERSEDED', 'read_status', 'set_status',
+__all__ = ['log', 'STATUSES', 'TEMPLATE', 'ALLOC_CONF', 'STOPPING', 'RUNNER_LOCK_WAIT', 'SUPERSEDED', 'read_status', 'set_status',
            'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'cell_folders', 'read_params', 'template_path',
            'run_one_cell', 'usable_cpus', 'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid']
 
@@ -121,12 +121,15 @@ def _failure(e: Exception) -> dict:
     return err
 
 # %% ../../nbs/07b_grid_run.ipynb #9e636d6e
+ALLOC_CONF = "expandable_segments:True" # a cell's PYTORCH_CUDA_ALLOC_CONF unless the user set one: fewer fragmentation OOMs at a long generation batch's edge
+
 @contextlib.contextmanager
 def _cell_env(params: dict, checkpoint: dict | None, cell_dir: Path):
     "While a cell's kernel starts: a user notebook's trainer gets the grid's checkpoint settings (RACE_CELL_CHECKPOINT) and its cell's folder (RACE_CELL_DIR: checked against the cell's params.yaml before it trains); the runner's environment is restored after."
     from race_nb.contract import CELL_DIR_ENV
     own = "template" in params
-    with environ(RACE_CELL_CHECKPOINT=json.dumps(checkpoint or {}) if own else None, **{CELL_DIR_ENV: str(cell_dir) if own else None, CELL_ID_ENV: cell_dir.name}): yield
+    with environ(RACE_CELL_CHECKPOINT=json.dumps(checkpoint or {}) if own else None, **{CELL_DIR_ENV: str(cell_dir) if own else None, CELL_ID_ENV: cell_dir.name},
+                 PYTORCH_CUDA_ALLOC_CONF=os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ALLOC_CONF): yield  # the user's setting, if any, stands
 
 def _execute(cell_dir: Path, params: dict, kernel: str, checkpoint: dict | None = None) -> None:
     "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
@@ -277,8 +280,11 @@ def _executor(folder: Path, cluster: str | None, res: dict):
     import math, submitit
     ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster, slurm_max_num_timeout=res["max_requeues"])
     p = dict(timeout_min=int(math.ceil(res["time"])), slurm_signal_delay_s=int(res["signal_delay"]), name="race-cell")
-    if res.get("gpus"): p["gpus_per_node"] = res["gpus"]
-    if res.get("cpus"): p["cpus_per_task"] = res["cpus"]
+    if res.get("gres"): p["slurm_gres"] = str(res["gres"])  # the site's own spelling of the GPU request, instead of --gpus-per-node
+    elif res.get("gpus"): p["gpus_per_node"] = f"{res['gpu_type']}:{res['gpus']}" if res.get("gpu_type") else res["gpus"]
+    if res.get("constraint"): p["slurm_constraint"] = str(res["constraint"])
+    if res.get("cpus"):  # the step too: srun does not inherit --cpus-per-task (Slurm 22.05-23.02 binds it to one CPU otherwise)
+        p["cpus_per_task"] = res["cpus"]; p["slurm_srun_args"] = [f"--cpus-per-task={res['cpus']}"]
     for k in ("mem", "partition", "account", "qos"):
         if res.get(k) is not None: p[f"slurm_{k}"] = str(res[k])
     if res.get("max_concurrent"): p["slurm_array_parallelism"] = res["max_concurrent"]
@@ -354,6 +360,7 @@ def run_grid(grid_path, # grid YAML
         raise GridError(f"{grid_path}: {(plan.cycles < min_cycles).sum()} cell(s) buy fewer than {min_cycles:g} generation cycles; "
                         f"raise their budgets (or pass min_cycles / --min-cycles):\n{format_plan(plan[plan.cycles < min_cycles])}")
     if executor == "slurm": check_schedule(g, plan, resources)  # before anything is submitted
+    check_memory(g, plan, gpu=executor == "local" and bool(visible_gpus()))  # a GPU cell that would not fit its GPU: refused before any cell starts
     root = Path(runs_root).resolve() / g["name"]
     root.mkdir(parents=True, exist_ok=True)
     write_atomic(root / "grid.yaml", Path(grid_path).read_text())

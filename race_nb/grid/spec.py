@@ -15,8 +15,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
            'ID_NEUTRAL', 'GridError', 'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes', 'cell_resources',
-           'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate', 'plan_grid',
-           'check_schedule', 'format_plan']
+           'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate', 'plan_grid', 'check_memory',
+           'check_schedule', 'format_plan', 'memory_summary']
 
 # %% ../../nbs/07a_grid_spec.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps", "tracking")
@@ -135,7 +135,10 @@ RESOURCE_KEYS = {
     "gpus": "GPUs per cell", "cpus": "CPUs per cell", "mem": "memory per cell (e.g. 64G)",
     "time": "time limit per allocation (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, as Slurm reads them)", "partition": "Slurm partition", "account": "Slurm account",
     "qos": "Slurm QOS", "max_concurrent": "most cells running at once", "max_requeues": "time-limit requeues allowed per cell",
-    "signal_delay": "seconds of warning before the time limit", "sbatch": "other sbatch flags (a mapping)", "by": "overrides per axis value"}
+    "signal_delay": "seconds of warning before the time limit", "sbatch": "other sbatch flags (a mapping)",
+    "gpu_memory": "GiB of memory of one GPU, for the memory plan (default 80)", "gpu_type": "GPU type Slurm schedules by (--gpus-per-node=TYPE:N)",
+    "gres": "a generic-resource string for sites that want one instead of --gpus-per-node (e.g. gpu:a100:1)", "constraint": "Slurm --constraint (node features, e.g. h100|h200)",
+    "by": "overrides per axis value"}
 CHECKPOINT_KEYS = ("steps", "minutes")
 DEFAULT_RESOURCES = dict(time=120, max_requeues=3, signal_delay=90)
 DEFAULT_CHECKPOINT = dict(steps=None, minutes=30)
@@ -168,7 +171,8 @@ def _check_resource_values(d: dict, where: str, fail) -> None:
             if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k in ("cpus", "max_concurrent") else 0):
                 fail(f"{where}.{k}", f"{k} must be a whole number{' >= 1' if k in ('cpus', 'max_concurrent') else ' >= 0'}, got {v!r}")
         elif k == "sbatch" and not isinstance(v, dict): fail(f"{where}.{k}", "sbatch flags are a mapping, e.g. {constraint: h100, exclusive: true}")
-        elif k in ("mem", "partition", "account", "qos") and not isinstance(v, (str, int)): fail(f"{where}.{k}", f"{k} must be a string, got {v!r}")
+        elif k in ("mem", "partition", "account", "qos", "gpu_type", "gres", "constraint") and not isinstance(v, (str, int)): fail(f"{where}.{k}", f"{k} must be a string, got {v!r}")
+        elif k == "gpu_memory" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0): fail(f"{where}.{k}", f"gpu_memory is GiB of one GPU (a positive number), got {v!r}")
 
 def _same_value(a, b) -> bool:
     "Does a `by` key name this parameter value? Numbers compare as numbers (YAML reads 1.2e12 as a string), the rest as text."
@@ -288,7 +292,7 @@ def load_grid(path) -> dict:
     return g
 
 # %% ../../nbs/07a_grid_spec.ipynb #38c7edbf
-ID_NEUTRAL = dict(milestones=8, milestone_prompts=256) # parameters added after grids had run: at these defaults they leave a cell's id as it was
+ID_NEUTRAL = dict(milestones=8, milestone_prompts=256, vllm_gpu_memory_utilization=0.3, vllm_max_model_length=None, generation_chunk=None) # parameters added after grids had run: at these defaults they leave a cell's id as it was
 
 def cell_id(params: dict) -> str:
     "Stable id of a cell: a hash of its resolved parameters (those of `ID_NEUTRAL` left out at their defaults, so older runs keep their ids)."
@@ -350,9 +354,10 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
               rate: dict | None = None, # a `measured_rate()`; default: the one on file, if any
               resources: dict | None = None, # resource overrides (`race grid run --resources`)
              ) -> "pd.DataFrame":
-    "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), an estimated GPU time, and that time against the cell's time limit (allocations it needs)."
+    "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), an estimated GPU time, that time against the cell's time limit (allocations it needs), and its predicted peak GPU memory against its GPU's (race_nb.memory: the generation chunk that fits, and whether the cell fits)."
     import pandas as pd
     from race_nb.arm_flops import arm_flops, policy_flops, reward_model_flops
+    from race_nb.memory import GPU_MEMORY, memory_plan
     g = load_grid(grid) if not isinstance(grid, dict) else grid
     rows, cache = [], {}
     rate = rate if rate is not None else measured_rate()
@@ -375,12 +380,30 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
                          rollouts=cycles * cfg.prompts_per_step * arm.n, generated_tokens=cycles * cfg.prompts_per_step * arm.n * cfg.max_completion_length,
                          trained_tokens=cycles * arm.mu * cfg.prompts_per_step * arm.m * (P + cfg.max_completion_length),
                          rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / flops_per_s / 3600, **_allocation(g, c["params"], resources, cfg.budget / flops_per_s / 60)))
+        gm = cell_resources(g, c["params"], resources).get("gpu_memory", GPU_MEMORY)
+        m = memory_plan(cfg, gm, prompt_len)
+        rows[-1].update(gpu_memory=gm, mem_gib=m["peak"], mem_phase=m["train_phase"] if m["train_peak"] >= m["eval_peak"] else "evaluation",
+                        gen_chunk=m["chunk"] if m["chunk"] < cfg.prompts_per_step * arm.n else None, fits=m["fits"], mem_why=m.get("why"),
+                        cycle_minutes=per_cycle / flops_per_s / 60)
     out = pd.DataFrame(rows)
     out.attrs["rate"] = (f"the measured {flops_per_s:.3g} FLOP/s ({rate['device']}, {rate['shape']}; {rate['source']})" if rate else
                          f"an ASSUMED {mfu:.0%} of {peak:.3g} FLOP/s: no GPU rate measured yet (run make gpu-check on a GPU)")
     return out
 
 # %% ../../nbs/07a_grid_spec.ipynb #b5dcc6d9
+def check_memory(g: dict, # a `load_grid` result
+                 plan: "pd.DataFrame", # its `plan_grid`
+                 gpu: bool = False, # cells run on a GPU even where resources.gpus is not set (local executor, CUDA visible)
+                ) -> None:
+    "Refuse, before any cell starts, a GPU cell whose predicted peak memory does not fit its GPU even with chunked generation: one line naming the cell and the figures."
+    if "mem_gib" not in plan: return
+    on_gpu = plan.gpus.fillna(0) > 0 if not gpu else plan.mem_gib.notna()
+    bad = plan[on_gpu & plan.mem_gib.notna() & ~plan.fits.fillna(True).astype(bool)]
+    if len(bad):
+        r = bad.iloc[0]
+        raise GridError(f"{g.get('name', 'grid')}: cell {r.cell} ({r.model}, {r.reward}, {r.arm}) would not fit its GPU: {r.mem_why}"
+                        + (f" ({len(bad) - 1} more cell(s) likewise: race grid plan lists them)" if len(bad) > 1 else ""))
+
 def check_schedule(g: dict, # a `load_grid` result
                    plan: "pd.DataFrame", # its `plan_grid`
                    resources: dict | None = None, # command-line resource overrides
@@ -416,8 +439,25 @@ def check_schedule(g: dict, # a `load_grid` result
 def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:
     "The plan as a table for people (one row per model, reward, arm and budget; seeds folded unless `seeds`)."
     cols = ["model", "reward", "arm", "budget"] + (["seed"] if seeds else [])
+    gpu = "mem_gib" in plan and (plan.gpus.fillna(0) > 0).any()  # a GPU grid: its predicted peak memory, chunk and fit
     t = plan.groupby(cols, sort=False)[["cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho", "gpu_hours",
-                                         "gpus", "time_limit_min", "allocations"]].first()
+                                         "gpus", "time_limit_min", "allocations"] + (["mem_gib", "gen_chunk", "fits"] if gpu else [])].first()
     fmt = dict(cycles="{:.1f}", optimizer_steps="{:.1f}", rollouts="{:.0f}", generated_tokens="{:.2e}", trained_tokens="{:.2e}",
-               rho="{:.2f}", gpu_hours="{:.2f}", time_limit_min="{:.0f}", allocations="{:g}")
+               rho="{:.2f}", gpu_hours="{:.2f}", time_limit_min="{:.0f}", allocations="{:g}", mem_gib="{:.1f}")
+    if gpu: t["gen_chunk"] = t.gen_chunk.map(lambda v: "-" if v is None or v != v else f"{v:.0f}")  # '-': one generate call
     return t.reset_index().to_string(index=False, formatters={k: v.format for k, v in fmt.items()} | {"budget": "{:.2e}".format})
+
+def memory_summary(plan: "pd.DataFrame") -> str:
+    "What `race grid plan` says of GPU memory: the predicted peaks against each cell's GPU, the cells that generate in chunks, the ones that do not fit (why)."
+    from race_nb.memory import FIT_SHARE
+    if "mem_gib" not in plan or not len(plan.dropna(subset=["mem_gib"])): return "GPU memory: no cell of ours to plan (a user notebook's model is known once it runs)"
+    p = plan.dropna(subset=["mem_gib"])
+    chunked, bad = p[p.gen_chunk.notna() & p.fits.astype(bool)], p[~p.fits.astype(bool)]
+    out = [f"GPU memory (predicted peak: COMPUTED by race_nb.memory from the configs, not measured): {p.mem_gib.min():.1f}-{p.mem_gib.max():.1f} GiB; "
+           f"{len(p) - len(chunked) - len(bad)} of {len(p)} cells fit {FIT_SHARE:.0%} of their GPU's memory ({', '.join(sorted({f'{g:g}' for g in p.gpu_memory}))} GiB) "
+           f"in one generate call, {len(chunked)} after splitting generation into chunks, {len(bad)} do not"]
+    for r in chunked.drop_duplicates(["model", "reward", "arm"]).itertuples():
+        out.append(f"  chunked: {r.model} / {r.reward} / {r.arm}: {r.gen_chunk:.0f} rollouts per generate call, peak {r.mem_gib:.1f} GiB")
+    for r in bad.drop_duplicates(["model", "reward", "arm"]).itertuples():
+        out.append(f"  does not fit: {r.model} / {r.reward} / {r.arm}: {r.mem_why}")
+    return "\n".join(out)

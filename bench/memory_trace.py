@@ -1,0 +1,48 @@
+"""The memory plan's formulas (race_nb.memory) against a weightless trace at the full depth of the paper's models (issue 52).
+
+    python bench/memory_trace.py [--out bench/memory_trace.json]
+
+Each row builds the model from its shipped config inside torch's FakeTensorMode (no weights, no memory allocated), runs one
+phase under torch's MemTracker (`race_nb.memory.traced_peak`) and prints the traced peak beside `planned_peak`, the same
+formulas `race grid plan` uses, with their ratio. CPU only; a GPU's own peak (autocast copies, the allocator) is measured by
+bench/gpu_check.py's stage S1. The suite checks the same formulas at two layers (nbs/04c_memory.ipynb)."""
+import argparse, json, platform, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from race_nb.memory import GiB, planned_peak, traced_peak
+
+ROWS = [  # config, phase, batch, seq, lora_r, checkpointing, cache
+    ("qwen2.5-7b", "update", 2, 2560, 64, True, True),     # one micro-batch row pair of the paper cell's update at 512 + 2048 tokens
+    ("qwen2.5-7b", "update", 1, 1024, 64, False, True),    # without gradient checkpointing: every layer's activations
+    ("qwen2.5-7b", "forward", 16, 512, 64, True, True),    # the prefill of 16 rollouts at 512 prompt tokens, KV cache kept
+    ("qwen2.5-math-prm-7b", "forward", 4, 4096, None, True, False),  # the PRM's scoring forward of 16384 padded tokens
+    ("qwen2.5-1.5b", "update", 2, 2560, 64, True, True),
+    ("qwen2.5-3b", "update", 2, 2560, 64, True, True),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "memory_trace.json"))
+    a = ap.parse_args()
+    out = dict(how="race_nb.memory.traced_peak (FakeTensorMode + MemTracker, CPU, full depth) vs planned_peak", python=platform.python_version(), rows=[])
+    import torch
+    out["torch"] = torch.__version__
+    print(f"{'config':22} {'phase':8} {'batch':>5} {'seq':>5} {'gc':>3} {'traced GiB':>10} {'planned GiB':>11} {'ratio':>6} {'secs':>6}")
+    for cfg, phase, b, s, r, gc, cache in ROWS:
+        t0 = time.time()
+        tr = traced_peak(cfg, phase, b, s, lora_r=r, checkpointing=gc, cache=cache)
+        pl = planned_peak(cfg, phase, b, s, lora_r=r, checkpointing=gc, cache=cache)
+        secs = time.time() - t0
+        row = dict(config=cfg, phase=phase, batch=b, seq=s, lora_r=r, checkpointing=gc, cache=cache, traced=tr, planned=pl,
+                   ratio=pl / tr["Total"], seconds=secs)
+        out["rows"].append(row)
+        print(f"{cfg:22} {phase:8} {b:5d} {s:5d} {('yes' if gc else 'no') if phase == 'update' else '-':>3} {tr['Total'] / GiB:10.2f} "
+              f"{pl / GiB:11.2f} {pl / tr['Total']:6.3f} {secs:6.1f}", flush=True)
+    Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
