@@ -24,7 +24,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 H200_PEAK = 989e12  # bf16 dense FLOP/s of an H100/H200 SXM (the same tensor cores)
-STAGES = {"S1": 270, "S2": 150, "S3": 100}  # seconds each stage may take on one H200 (its own timeout)
+STAGES = {"S1": 260, "S2": 150, "S3": 80}
+PARTIAL = {}  # what a stage has measured so far: written out after each phase, so a stage stopped at its limit still reports it  # seconds each stage may take on one H200 (its own timeout)
 SMOKE_TIMEOUT = 600  # a stage's timeout on the CPU (toy shapes, two slow cores)
 
 
@@ -107,6 +108,18 @@ def _mem(torch, cuda: bool) -> dict:
     return dict(allocated_gib=torch.cuda.max_memory_allocated() / 2**30, reserved_gib=torch.cuda.max_memory_reserved() / 2**30) if cuda else {}
 
 
+def _partial(**kw):
+    PARTIAL.update(kw)
+    if PARTIAL.get("_file"): Path(PARTIAL["_file"]).write_text(json.dumps({k: v for k, v in PARTIAL.items() if k != "_file"}, indent=2, default=float) + "\n")
+
+
+def _predicted(cfg, prompt_len: int, phase: str) -> float:
+    "race_nb.memory's peak for one phase of a cell (resident parts + the phase), GiB."
+    from race_nb.memory import cell_memory
+    plan = cell_memory(cfg, prompt_len=prompt_len)
+    return sum(plan[k] for k in ("policy_weights", "lora_state", "reward_weights", "workspace", phase))
+
+
 def stage_s1(cuda: bool, tmp: Path) -> dict:
     "The worst cell's one GRPO cycle: seconds, FLOP/s, and peak memory per phase against race_nb.memory's prediction."
     import torch
@@ -126,6 +139,7 @@ def stage_s1(cuda: bool, tmp: Path) -> dict:
         t0 = time.time()
         tr = build_trainer(cfg, tmp / "trl7b")
         t["build"] = time.time() - t0
+        _partial(build_seconds=t["build"], build_peak=_mem(torch, cuda))
         gen, score = tr._generate, tr._calculate_rewards
 
         def timed_generate(prompts):
@@ -133,14 +147,16 @@ def stage_s1(cuda: bool, tmp: Path) -> dict:
             out = gen(prompts)
             if cuda: torch.cuda.synchronize()
             marks["generation"] = dict(_mem(torch, cuda), prompt_len=max(len(p) for p in out[0]), completion_len=max(len(c) for c in out[1]),
-                                       rollouts=len(out[1]), chunk=tr.generation_chunk)
+                                       rollouts=len(out[1]), chunk=tr.generation_chunk, seconds=time.time() - t0)
+            _partial(marks=marks, predicted_generation_gib=_predicted(cfg, marks["generation"]["prompt_len"], "generation"))
             if cuda: torch.cuda.reset_peak_memory_stats()
             return out
 
         def timed_score(*a, **k):
             out = score(*a, **k)
             if cuda: torch.cuda.synchronize()
-            marks["scoring"] = _mem(torch, cuda)
+            marks["scoring"] = dict(_mem(torch, cuda), seconds=time.time() - t0)
+            _partial(marks=marks)
             if cuda: torch.cuda.reset_peak_memory_stats()
             return out
 
@@ -212,6 +228,7 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
     out["after_resume"] = st.status.value_counts().to_dict()
     rec = json.loads((root / asked[0] / "trained.json").read_text()) if asked and (root / asked[0] / "trained.json").exists() else {}
     out["resumed_from"] = rec.get("resumed_from")
+    out["cell_errors"] = [str(e)[-600:] for e in st.error.dropna().unique()[:2]]
     out["ok"] = bool(out["rng_unchanged"] and (st.status == "done").all() and asked and rec.get("resumed_from"))
     return out
 
@@ -250,12 +267,14 @@ def run_stage(name: str, smoke: bool, out_dir: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f"race_gpu_{name}_"))
     t0 = time.time()
     rec = dict(stage=name, device=torch.cuda.get_device_name() if cuda else "cpu (smoke)", smoke=not cuda, torch=torch.__version__)
+    PARTIAL.update(rec, status="stopped before it finished (its limit): the phases measured so far", _file=str(out_dir / f"{name}.json"))
     try:
         rec.update({"S1": stage_s1, "S2": stage_s2, "S3": stage_s3}[name](cuda, tmp))
         rec["status"] = "ok" if rec.get("ok", True) else "failed check"
     except Exception as e:
         rec.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
     rec["seconds"] = time.time() - t0
+    PARTIAL.pop("_file", None)
     (out_dir / f"{name}.json").write_text(json.dumps(rec, indent=2, default=float) + "\n")
 
 
@@ -287,6 +306,7 @@ def main():
         except subprocess.TimeoutExpired: rc = "timeout"
         f = out_dir / f"{s}.json"
         rec = json.loads(f.read_text()) if f.exists() else dict(stage=s, status=f"no result (exit {rc}, limit {limit} s)")
+        if rc == "timeout": rec["status"] = f"timeout at {limit} s: " + str(rec.get("status"))
         summary["stages"][s] = {k: rec.get(k) for k in ("status", "seconds", "error")}
         print(f"{s}: {rec['status']} in {time.time() - t0:.0f} s" + (f" - {rec.get('error')}" if rec.get("error") else ""), flush=True)
         if s == "S1" and rec.get("status") == "ok":

@@ -807,13 +807,13 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
                 train_dataset=ds, processing_class=tok, peft_config=lora)
 
 # %% ../nbs/05_grpo.ipynb #c37e767e
-def cell_generation_chunk(cfg: CellConfig, device=None) -> int | None:
+def cell_generation_chunk(cfg: CellConfig, device=None, arm: Arm | None = None) -> int | None:
     "Rollouts per generate call: the cell's `generation_chunk`, else on CUDA the memory plan's for this GPU's memory (race_nb.memory), else None (one call)."
     if cfg.generation_chunk: return cfg.generation_chunk
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type != "cuda" or cfg.use_vllm: return None
     from race_nb.memory import GiB, generation_chunk
-    return generation_chunk(cfg, torch.cuda.get_device_properties(device).total_memory / GiB)
+    return generation_chunk(cfg, torch.cuda.get_device_properties(device).total_memory / GiB, arm=arm)
 
 def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None, arm: Arm | None = None) -> LedgerGRPOTrainer:
     "A `LedgerGRPOTrainer` for the cell (policy with LoRA, reward, dataset, budget); `arm` overrides the cell's."
@@ -821,7 +821,7 @@ def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None
     arm = arm or cell_arm(cfg)
     tr = LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
                            keep=arm.m, fast_generation=cfg.fast_generation, report_card=False,  # the cell writes its own card
-                           generation_chunk=cell_generation_chunk(cfg))
+                           generation_chunk=cell_generation_chunk(cfg, arm=arm))
     tr.remove_callback(PrinterCallback)  # the budget bar is the cell's progress; its log history is in the ledger and metrics
     return tr
 
