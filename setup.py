@@ -20,6 +20,7 @@ py_versions = '3.9 3.10 3.11 3.12 3.13'.split()
 
 requirements = cfg.get('requirements', '').split()
 dev_requirements = (cfg.get('dev_requirements') or '').split()
+vllm_requirements = (cfg.get('vllm_requirements') or '').split()  # pip install -e ".[vllm]": the range trl 1.16 supports (GPU only; vLLM pins its own torch)
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 
@@ -35,7 +36,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['race_nb', 'race_nb.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements},
+    extras_require={'dev': dev_requirements, 'vllm': vllm_requirements},
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',

@@ -195,9 +195,13 @@ def _diagnose(runs_dir, full_dir, target: str) -> None:
 # %% ../nbs/20_cli.ipynb #0a395a3c
 def _plan(grid, prompt_len, peak, mfu, resources) -> int:
     "`race grid plan`: what each cell's budget buys, its estimated time against its time limit, and whether Slurm would accept the schedule."
-    from race_nb.grid import GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, plan_grid
+    from race_nb.grid import GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, plan_grid, preflight
     g = load_grid(grid)
-    plan = plan_grid(g, prompt_len, peak, mfu, resources=resources)
+    try: checked = preflight(g)
+    except GridError as e: checked = e  # said after the plan, which still prints where the configs it needs are readable
+    try: plan = plan_grid(g, prompt_len, peak, mfu, resources=resources)
+    except (OSError, ValueError) as e:
+        print(f"race grid run would refuse this grid: {checked if isinstance(checked, GridError) else e}"); return 1
     print(format_plan(plan))
     if plan.cycles.isna().all():  # a user's notebook: what a cycle costs is known once it loads its model
         print(f"\n{len(plan)} cells of {g['template']}: the FLOPs per cycle come from the model the notebook loads, so the cycles a budget "
@@ -211,7 +215,10 @@ def _plan(grid, prompt_len, peak, mfu, resources) -> int:
              else "every cell fits in one allocation"))
     if (plan.gpus.fillna(0) == 0).all(): print("resources: no GPUs requested (set resources.gpus for a GPU cluster)")
     else: print(memory_summary(plan))
-    try: check_memory(g, plan)
+    try:
+        check_memory(g, plan)
+        if isinstance(checked, GridError): raise checked
+        if checked: print(f"models: {len(checked)} checkpoint(s) load their config and tokenizer ({', '.join(m['key'] for m in checked)})")
     except GridError as e:
         print(f"race grid run would refuse this grid: {e}"); return 1
     try: check_schedule(g, plan, resources)

@@ -726,7 +726,8 @@ def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
     batch, kept, G = cfg.prompts_per_step * arm.n, cfg.prompts_per_step * arm.m, check_positive("micro_batches", cfg.micro_batches, integer=True)
     if batch % G or kept % G:
         raise ValueError(f"micro_batches={G} must divide the generation batch ({batch} rollouts) and the kept batch ({kept}) of arm {arm.name}")
-    vllm = dict(use_vllm=True, vllm_mode=check_choice("vllm_mode", cfg.vllm_mode, ("colocate", "server"))) if cfg.use_vllm else {}
+    vllm = dict(use_vllm=True, vllm_mode=check_choice("vllm_mode", cfg.vllm_mode, ("colocate", "server")),
+                vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, vllm_max_model_length=cfg.vllm_max_model_length) if cfg.use_vllm else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return GRPOConfig(
@@ -751,30 +752,14 @@ def load_cell_policy(cfg: CellConfig) -> tuple:
     attn = cfg.attn_implementation or ("eager" if device == "cpu" else None)
     return load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, attn_implementation=attn, device=device)
 
-# %% ../nbs/05_grpo.ipynb #54a0b0e0
-def _local_checkpoint(model_path) -> Path | None:
-    "The local folder a cell's policy loads from (None for a hub id or a registered tiny policy)."
-    from race_nb.models import resolve_path
-    return Path(resolve_path(model_path)) if model_path is not None else None
-
 # %% ../nbs/05_grpo.ipynb #2b0ab736
 def vllm_stops(args: GRPOConfig, # the cell's trl config (use_vllm)
                tok, model, # the loaded policy
-               folder=None, # the local checkpoint vLLM will load (its generation_config.json gets the ids too)
               ) -> list[int]:
-    "Make trl's vLLM generation stop where `generate` does: every stop id into `generation_kwargs` (SamplingParams) and the local generation_config.json."
+    "Make trl's vLLM generation stop where `generate` does: every stop id into `generation_kwargs` (vLLM's SamplingParams). Nothing is written into the model's folder (a shared model store is often read-only)."
     from race_nb.models import stop_token_ids
     ids = stop_token_ids(tok, model)
     args.generation_kwargs = {**(args.generation_kwargs or {}), "stop_token_ids": ids}
-    if folder is not None and Path(folder).is_dir():
-        from transformers import GenerationConfig
-        f = Path(folder) / "generation_config.json"
-        gc = GenerationConfig.from_pretrained(folder) if f.exists() else GenerationConfig()
-        have = gc.eos_token_id if isinstance(gc.eos_token_id, list) else [gc.eos_token_id] if gc.eos_token_id is not None else []
-        if not set(ids) <= set(have):
-            gc.eos_token_id = sorted(set(have) | set(ids))
-            with atomic_path(f) as tmp: gc.to_json_file(tmp)
-            logger.warning("%s: eos_token_id %s -> %s, so that vLLM stops at every stop id of the tokenizer", f, have, gc.eos_token_id)
     return ids
 
 # %% ../nbs/05_grpo.ipynb #1f11a1df
@@ -798,10 +783,12 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
     reward.check_tasks({task_of(cfg.train_data), task_of(cfg.eval_id)})
     torch.manual_seed(cfg.seed)
     model, tok = load_cell_policy(cfg)
-    if cfg.use_vllm: vllm_stops(args, tok, model, _local_checkpoint(cfg.model_path))
+    if cfg.use_vllm: vllm_stops(args, tok, model)
     recs = load_spec(cfg.train_data, cfg.data_dir)
     ds = Dataset.from_list([dict(prompt=format_prompt(cfg.model, tok, r["prompt"]), question=r["prompt"], answer=r["answer"], task=r["task"])
                             for r in recs])
+    if cfg.use_vllm and args.vllm_max_model_length is None:  # vLLM's context: the longest prompt here plus the completion, not the model's
+        args.vllm_max_model_length = max(len(tok(p)["input_ids"]) for p in ds["prompt"]) + cfg.max_completion_length
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=list(LINEARS), task_type="CAUSAL_LM")
     return dict(model=model, reward_funcs=[reward], args=args,
                 train_dataset=ds, processing_class=tok, peft_config=lora)

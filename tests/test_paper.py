@@ -283,3 +283,29 @@ def test_a_short_cell_says_its_dead_reward(tmp_path):
     assert err is None and "dead reward" not in text and "no learning signal" not in text, (err, text[-2000:])
     m = json.loads((tmp_path / "live" / "metrics.json").read_text())
     assert m["signal_step_share"] > 0.1 and m["dead_reward"] is False and m["steps"] < 16, m
+
+
+def test_preflight_refuses_a_model_that_does_not_load_before_any_cell(data_dir, tmp_path):
+    "Issue 52: a grid whose judge path is missing (or whose PRM folder holds a broken config) is refused within a minute, before "
+    "any cell starts, in one line naming the grid key and the path; a real local folder passes."
+    import time
+    from race_nb.grid import load_grid, preflight
+    from race_nb.models import resolve_path
+    judge = resolve_path("toy:judge")  # a real local checkpoint folder
+    broken = tmp_path / "broken-prm"; broken.mkdir(); (broken / "config.json").write_text("{not json")
+    cases = {"nojudge": ("{backend: hf, path: toy:qwen-prm}", f"{{backend: hf, path: {tmp_path / 'no-such-judge'}}}",
+                         f"fixed.judge_settings.path: the judge cannot be loaded from {tmp_path / 'no-such-judge'}: no such folder"),
+             "badprm": (f"{{backend: hf, path: {broken}}}", f"{{backend: hf, path: {judge}}}",
+                        f"fixed.reward_settings.prm.path: the prm reward model cannot be loaded from {broken}: ")}
+    for name, (prm, jud, want) in cases.items():
+        grid = tmp_path / f"{name}.yaml"
+        grid.write_text(DEAD.format(name=name, extra="").replace('  prm: {backend: hf, path: "toy:qwen-prm"}', f"  prm: {prm}").replace('judge_settings: {backend: hf, path: "toy:judge"}', f"judge_settings: {jud}"))
+        t0 = time.time()
+        res = subprocess.run([RACE, "grid", "run", str(grid), "--runs", str(tmp_path / "runs"), "--min-cycles", "0"], capture_output=True, text=True, timeout=120)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0 and want in out and "nothing was run" in out, out[-2000:]
+        assert time.time() - t0 < 60 and not (tmp_path / "runs" / name).exists(), out[-2000:]  # refused before any cell folder
+    grid = tmp_path / "good.yaml"
+    grid.write_text(DEAD.format(name="good", extra="").replace('judge_settings: {backend: hf, path: "toy:judge"}', f"judge_settings: {{backend: hf, path: {judge}}}"))
+    checked = preflight(load_grid(grid))
+    assert [m["key"] for m in checked] == ["fixed.judge_settings.path"], checked  # toy: references are built here, not checked

@@ -11,7 +11,7 @@ import yaml
 from tqdm import tqdm
 from ..core import environ, exclusive, last_checkpoint, project_root, trained_record, write_atomic
 from ..config import CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL
-from .spec import GridError, _check_resource_values, cell_resources, check_memory, check_schedule, checkpointing, format_plan, load_grid, plan_grid, tracking_spec
+from .spec import GridError, _check_resource_values, cell_resources, check_memory, check_schedule, checkpointing, format_plan, load_grid, plan_grid, preflight, tracking_spec
 
 log = logging.getLogger(__name__)
 
@@ -355,6 +355,7 @@ def run_grid(grid_path, # grid YAML
     if resources:
         def fail(key, msg): raise GridError(f"resources: {key}: {msg}")
         _check_resource_values(resources, "resources", fail)
+    preflight(g)  # every model the grid names loads its config and tokenizer now, not hours into training (the plan reads their configs)
     plan = plan_grid(g, resources=resources)
     if (plan.cycles < min_cycles).any():
         raise GridError(f"{grid_path}: {(plan.cycles < min_cycles).sum()} cell(s) buy fewer than {min_cycles:g} generation cycles; "

@@ -14,9 +14,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
-           'ID_NEUTRAL', 'GridError', 'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes', 'cell_resources',
-           'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate', 'plan_grid', 'check_memory',
-           'check_schedule', 'format_plan', 'memory_summary']
+           'ID_NEUTRAL', 'PREFLIGHT_TIMEOUT', 'GridError', 'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes',
+           'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate',
+           'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'grid_models', 'preflight']
 
 # %% ../../nbs/07a_grid_spec.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps", "tracking")
@@ -461,3 +461,56 @@ def memory_summary(plan: "pd.DataFrame") -> str:
     for r in bad.drop_duplicates(["model", "reward", "arm"]).itertuples():
         out.append(f"  does not fit: {r.model} / {r.reward} / {r.arm}: {r.mem_why}")
     return "\n".join(out)
+
+# %% ../../nbs/07a_grid_spec.ipynb #49014298
+def grid_models(g: dict) -> list[dict]:
+    "Every model a grid's cells load from a checkpoint (policies, reward models, the judge), once each: the grid key that names it, a local path or a hub id, and what it is. Tiny models and toy: checkpoints are built here and left out."
+    seen, out = set(), []
+    def add(key, what, path=None, hub_id=None):
+        if (path, hub_id) in seen or (path is None and hub_id is None) or str(path).startswith("toy:"): return
+        seen.add((path, hub_id)); out.append(dict(key=key, what=what, path=path, hub_id=hub_id))
+    for c in g["cells"]:
+        p = c["params"]
+        if "template" in p: continue
+        entry = MODELS.get(p["model"])
+        if entry is None or entry.tokenizer != "char":  # a Qwen2.5 policy (registered, or a checkpoint folder named as the model)
+            path = p.get("model_path") or (p["model"] if entry is None and not is_checkpoint_ref(p["model"]) else None)
+            add(f"fixed.model_path.{p['model']}", f"policy {p['model']}", path, None if path else (entry.hub_id if entry else None))
+        for key, s, what in ((f"fixed.reward_settings.{p['reward']}", p.get("reward_settings") or {}, f"{p['reward']} reward model"),
+                             ("fixed.judge_settings", p.get("judge_settings") or {}, "judge")):
+            if s.get("backend", "tiny") == "hf": add(key + (".path" if s.get("path") else ".hub_id"), what, s.get("path"), s.get("hub_id"))
+    return out
+
+PREFLIGHT_TIMEOUT = 30 # seconds a hub look-up may take when the hub is allowed (HF_HUB_OFFLINE unset)
+
+def _load_check(src: str) -> None:
+    "Load a checkpoint's config and tokenizer (offline when `src` is a folder); raise with the reason."
+    from transformers import AutoConfig, AutoTokenizer
+    AutoConfig.from_pretrained(src)
+    AutoTokenizer.from_pretrained(src)
+
+def preflight(g: dict, # a `load_grid` result
+             ) -> list[dict]:
+    "Before any cell starts: every model the grid names loads its config and tokenizer (a local folder offline; a hub id only from the local cache, or online within PREFLIGHT_TIMEOUT). Raises `GridError` in one line naming the grid key and the path of the first that does not; returns what was checked."
+    import concurrent.futures as cf
+    models = grid_models(g)
+    for m in models:
+        bad = lambda why: GridError(f"{g.get('name', 'grid')}: {m['key']}: the {m['what']} cannot be loaded from "
+                                    f"{m['path'] or m['hub_id']}: {why}; nothing was run")
+        if m["path"] is not None:
+            folder = Path(str(m["path"])).expanduser()
+            if not folder.is_dir(): raise bad("no such folder (point it at a local copy of the checkpoint)")
+            if not (folder / "config.json").exists(): raise bad("no config.json in it")
+            try: _load_check(str(folder))
+            except Exception as e: raise bad(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+            continue
+        from huggingface_hub import try_to_load_from_cache
+        if isinstance(try_to_load_from_cache(m["hub_id"], "config.json"), str): continue  # in the local hub cache: loads offline
+        offline = os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() not in ("", "0", "false", "no")
+        if offline: raise bad("HF_HUB_OFFLINE=1 and it is not in the local hub cache (set a local path for it)")
+        with cf.ThreadPoolExecutor(1) as ex:  # compute nodes without internet hang on a hub look-up: give it a bound
+            fut = ex.submit(_load_check, m["hub_id"])
+            try: fut.result(timeout=PREFLIGHT_TIMEOUT)
+            except cf.TimeoutError: raise bad(f"the hub did not answer within {PREFLIGHT_TIMEOUT} s (no internet here? set a local path)") from None
+            except Exception as e: raise bad(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+    return models
