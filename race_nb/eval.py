@@ -201,7 +201,11 @@ def train_cell(cfg: CellConfig, out_dir,
                checkpoint_minutes: float | None = 30, # ... or every T minutes (None: not by time)
                checkpoint: bool = True, # False: no checkpoints at all, not even on a stop signal
               ) -> TrainedCell:
-    "Train a cell under its budget (resuming from its newest checkpoint), write the training outputs, release the trainer; a cell already trained is loaded instead."
+    "Train a cell under its budget (resuming from its newest checkpoint), write the training outputs, release the trainer; a cell already trained is loaded instead. Slurm's warning (SIGUSR2) is noted, never fatal, in every phase (`note_stop_signals`)."
+    from race_nb.grpo import note_stop_signals
+    with note_stop_signals(): return _train_cell(cfg, out_dir, checkpoint_steps, checkpoint_minutes, checkpoint)
+
+def _train_cell(cfg: CellConfig, out_dir, checkpoint_steps, checkpoint_minutes, checkpoint) -> TrainedCell:
     from race_nb.grpo import CHECKPOINT_REQUEST, CheckpointCallback, last_checkpoint
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     if (rec := trained_record(out)) is not None: return _load_trained(cfg, out, rec)
@@ -226,7 +230,11 @@ def train_cell(cfg: CellConfig, out_dir,
 
 # %% ../nbs/06_eval.ipynb #0ab876a6
 def finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:
-    "Evaluate a trained cell, then write metrics.json (last: it marks the cell done), per_prompt.parquet (each target per evaluation prompt) and the ledger with the evaluation's events."
+    "Evaluate a trained cell, then write metrics.json (last: it marks the cell done), per_prompt.parquet (each target per evaluation prompt) and the ledger with the evaluation's events. Slurm's warning during evaluation is noted and evaluation goes on (its trained stage is already written)."
+    from race_nb.grpo import note_stop_signals
+    with note_stop_signals(): return _finish_cell(cfg, trained, out_dir)
+
+def _finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:
     out_dir = Path(out_dir)
     device = next(trained.model.parameters()).device
     def make_room():  # the baseline loads a second policy copy: the trained one waits on the CPU meanwhile

@@ -20,13 +20,14 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'SIGNAL_HISTORY', 'CHECKPOINT_REQUEST', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK',
-           'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted', 'CheckpointCallback',
-           'NoSignal', 'NoSignalWarning', 'group_signal', 'signal_step_share', 'carried_no_signal',
-           'dead_reward_message', 'no_signal_message', 'SignalWatch', 'peak_flops_of', 'charge_reward_model',
-           'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles',
-           'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts',
-           'cell_generation_chunk', 'build_trainer', 'count_by_component', 'whole_step_check']
+__all__ = ['logger', 'SIGNAL_HISTORY', 'CHECKPOINT_REQUEST', 'STOP_NOTED', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV',
+           'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted',
+           'note_stop_signals', 'CheckpointCallback', 'NoSignal', 'NoSignalWarning', 'group_signal',
+           'signal_step_share', 'carried_no_signal', 'dead_reward_message', 'no_signal_message', 'SignalWatch',
+           'peak_flops_of', 'charge_reward_model', 'ModelCharge', 'tracking_args', 'TrackingCallback',
+           'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles', 'CycleCheck', 'grpo_args', 'min_budget',
+           'load_cell_policy', 'vllm_stops', 'trainer_parts', 'cell_generation_chunk', 'build_trainer',
+           'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards
@@ -82,6 +83,19 @@ class CellInterrupted(RuntimeError):
     "Training stopped right after a checkpoint because the process was asked to stop; rerun (or requeue) the cell and it resumes from that checkpoint."
 
 CHECKPOINT_REQUEST = "checkpoint.request" # a file in the cell folder that asks the training kernel to checkpoint and stop (the Slurm job writes it)
+STOP_NOTED = {} # a stop signal that arrived outside train() (loading models, evaluating): {"signal": its name}
+
+@contextlib.contextmanager
+def note_stop_signals(signals=(signal.SIGUSR2,)):
+    "Outside `train()` (loading models, evaluating): Slurm's time-limit warning is noted instead of killing the kernel (SIGUSR2's default); a training still to come checkpoints at its first cycle boundary, an evaluation goes on."
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    def note(signum, frame):
+        STOP_NOTED["signal"] = signal.Signals(signum).name
+        logger.warning("%s arrived outside training: noted (training checkpoints at its next cycle boundary; an evaluation goes on)", STOP_NOTED["signal"])
+    old = {s: signal.signal(s, note) for s in signals}
+    try: yield
+    finally:
+        for s, h in old.items(): signal.signal(s, h)
 
 # %% ../nbs/05_grpo.ipynb #10347ea6
 class CheckpointCallback(TrainerCallback):
@@ -99,6 +113,7 @@ class CheckpointCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kw):
         self.begin = self.last_time = time.time()
         self.last_step = state.global_step
+        if self.asked is None and STOP_NOTED.get("signal"): self.asked = STOP_NOTED.pop("signal")  # it came while the models loaded
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
             self._old = {s: signal.signal(s, self._handle) for s in self.signals}
 

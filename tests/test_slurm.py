@@ -135,6 +135,8 @@ def test_real_slurm_resources_requeue_and_time_limit(tmp_path, slurm):
         text = s.read_text()
         for line in ("--cpus-per-task=1", "--mem=3G", "--partition=debug", "--signal=USR2@60", "--comment=race-nb-test"):
             assert f"#SBATCH {line}\n" in text, (line, text)
+        srun = next(l for l in text.splitlines() if l.startswith("srun "))
+        assert "--cpus-per-task=1" in srun, srun  # the step gets the CPUs too (Slurm 22.05-23.02 would bind it to one)
     assert sorted(next(l for l in s.read_text().splitlines() if l.startswith("#SBATCH --time=")) for s in scripts) == \
         ["#SBATCH --time=2", "#SBATCH --time=20"]
 
@@ -165,3 +167,14 @@ def test_real_slurm_refuses_gpus_on_a_cpu_node_and_the_script_asks_for_them(tmp_
     assert f"the sbatch script it refused: {script}" in str(e.value)
     text = script.read_text()
     assert "#SBATCH --gpus-per-node=2\n" in text and "#SBATCH --time=30\n" in text, text
+    # a GPU type and a node feature (--gpus-per-node=TYPE:N, --constraint), then a site's own gres string instead of --gpus-per-node
+    for name, res, want, absent in (("slurm-gputype", {"gpus": 1, "gpu_type": "h100", "constraint": "h100", "time": 30},
+                                     ["#SBATCH --gpus-per-node=h100:1\n", "#SBATCH --constraint=h100\n"], None),
+                                    ("slurm-gres", {"gpus": 1, "gres": "gpu:h100:1", "time": 30}, ["#SBATCH --gres=gpu:h100:1\n"], "--gpus-per-node")):
+        g = tmp_path / f"{name}.yaml"
+        g.write_text(GRID.replace("name: slurm-real", f"name: {name}"))
+        with pytest.raises(GridError, match="the cluster refused 2 cell"):
+            run_grid(g, runs_root=tmp_path / "runs", executor="slurm", resources=res)
+        (script,) = (tmp_path / "runs" / name / "_submitit").glob(".submission_file_*.sh")
+        text = script.read_text()
+        assert all(w in text for w in want) and (absent is None or absent not in text), text

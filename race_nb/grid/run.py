@@ -280,15 +280,17 @@ def _executor(folder: Path, cluster: str | None, res: dict):
     import math, submitit
     ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster, slurm_max_num_timeout=res["max_requeues"])
     p = dict(timeout_min=int(math.ceil(res["time"])), slurm_signal_delay_s=int(res["signal_delay"]), name="race-cell")
+    extra = {k.replace("-", "_"): v for k, v in (res.get("sbatch") or {}).items()}
     if res.get("gres"): p["slurm_gres"] = str(res["gres"])  # the site's own spelling of the GPU request, instead of --gpus-per-node
-    elif res.get("gpus"): p["gpus_per_node"] = f"{res['gpu_type']}:{res['gpus']}" if res.get("gpu_type") else res["gpus"]
+    elif res.get("gpus") and res.get("gpu_type"): extra["gpus_per_node"] = f"{res['gpu_type']}:{res['gpus']}"  # submitit types it as int
+    elif res.get("gpus"): p["gpus_per_node"] = res["gpus"]
     if res.get("constraint"): p["slurm_constraint"] = str(res["constraint"])
     if res.get("cpus"):  # the step too: srun does not inherit --cpus-per-task (Slurm 22.05-23.02 binds it to one CPU otherwise)
         p["cpus_per_task"] = res["cpus"]; p["slurm_srun_args"] = [f"--cpus-per-task={res['cpus']}"]
     for k in ("mem", "partition", "account", "qos"):
         if res.get(k) is not None: p[f"slurm_{k}"] = str(res[k])
     if res.get("max_concurrent"): p["slurm_array_parallelism"] = res["max_concurrent"]
-    if res.get("sbatch"): p["slurm_additional_parameters"] = {k.replace("-", "_"): v for k, v in res["sbatch"].items()}
+    if extra: p["slurm_additional_parameters"] = extra
     ex.update_parameters(**p)
     return ex
 
