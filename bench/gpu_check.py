@@ -6,7 +6,8 @@ S1  the paper grid's worst cell: one GRPO cycle at qwen2.5-7b / prm / n16-m4 sha
     the device (no download, no weight file written); peak allocated and reserved memory after generation, after scoring and
     after the update, against race_nb.memory's prediction at the prompt length the batch had;
 S2  CUDA bookkeeping: the CUDA random stream unchanged across an evaluation (sampled generate and a milestone evaluation), and
-    a 2-cell tiny grid through papermill on the GPU, one cell asked to checkpoint and stop (checkpoint.request), then resumed;
+    a 2-cell tiny grid through papermill on the GPU (one cell in the CPU rehearsal), a cell asked to checkpoint and stop
+    (checkpoint.request), then resumed;
 S3  the ledger against FlopCounterMode on the GPU: Qwen2.5-1.5B's shape with random weights, the real PRM format, one cycle
     (trl's non-Triton log-prob path, which FlopCounterMode can see), then the same cycle with SDPA, timed.
 
@@ -203,8 +204,8 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
     del model
     # the grid: two tiny cells on the device; one is asked to checkpoint and stop once it has a checkpoint, then the grid resumes it
     grid = tmp / "gpu-grid.yaml"
-    grid.write_text(yaml.safe_dump(dict(name="gpu-grid", fixed=dict(n_eval=16, eval_max_new_tokens=32, prompts_per_step=4, milestones=2),
-                                        axes=dict(model=["tiny-s"], arm=["n8-m8"]), budgets=[6e10], seeds=[0, 1],
+    grid.write_text(yaml.safe_dump(dict(name="gpu-grid", fixed=dict(n_eval=16 if cuda else 8, eval_max_new_tokens=32, prompts_per_step=4, milestones=2),
+                                        axes=dict(model=["tiny-s"], arm=["n8-m8"]), budgets=[6e10 if cuda else 1.5e10], seeds=[0, 1] if cuda else [0],
                                         checkpoint=dict(steps=2, minutes=None))))
     root, asked = tmp / "runs" / "gpu-grid", []
 
@@ -218,9 +219,9 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
 
     th = threading.Thread(target=ask, daemon=True); th.start()
     t0 = time.time()
-    run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=False)
+    run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=not cuda)  # the CPU rehearsal: the tests' warm kernels
     first = grid_status(root)
-    run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=False)  # the rerun resumes the stopped cell
+    run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=not cuda)  # the rerun resumes the stopped cell
     st = grid_status(root)
     out["grid_seconds"] = time.time() - t0
     out["asked_cell"] = asked[0] if asked else None

@@ -114,18 +114,22 @@ def test_gpu_check_refuses_to_pass_without_cuda():
 
 
 def test_gpu_check_smoke(tmp_path):
-    "The GPU check's code on the CPU at toy shapes (what CI runs): ledger = FlopCounterMode per component with the real-format "
-    "PRM, the 7B-shape cycle measured, one JSON; it finds the shared data without RACE_DATA_DIR."
+    "The staged GPU check on the CPU at toy shapes (what CI runs): each stage a subprocess writing its own JSON; S1 the worst "
+    "cell's cycle with the memory marks per phase, S2 the random stream unchanged across an evaluation and a 2-cell grid stopped "
+    "by a checkpoint request and resumed, S3 ledger = FlopCounterMode per component with the real-format PRM; it finds the "
+    "shared data without RACE_DATA_DIR."
     if not (SHARED / "gsm8k" / "test.jsonl").exists(): pytest.skip(f"no shared data at {SHARED}")
     env = {k: v for k, v in os.environ.items() if k != "RACE_DATA_DIR"}
-    out = tmp_path / "gpu_check.json"
-    res = subprocess.run([sys.executable, str(GPU_CHECK), "--smoke", "--cycles", "1", "--out", str(out)], capture_output=True, text=True,
-                         env=env, timeout=900)
+    out = tmp_path / "gpu_check"
+    res = subprocess.run([sys.executable, str(GPU_CHECK), "--smoke", "--out-dir", str(out)], capture_output=True, text=True, env=env, timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    d = json.loads(out.read_text())
-    assert d["smoke"] and abs(d["counted"]["ratio"] - 1) < 0.01 and all(abs(v - 1) < 0.01 for v in d["counted"]["components"].values())
-    assert d["counted"]["phases"]["prm"] > 0 and d["big_cycle"]["cycle_seconds"] > 0 and d["big_cycle"]["generated_tokens"] > 0
-    assert d["estimated_seconds_h200"] < 300  # the GPU run fits its 5-minute bound by its own estimate
+    s1, s2, s3 = (json.loads((out / f"S{i}.json").read_text()) for i in (1, 2, 3))
+    assert s1["status"] == "ok" and set(s1["marks"]) == {"generation", "scoring", "update"} and s1["marks"]["generation"]["rollouts"] == 4 * 16
+    assert s1["cycle_seconds"] > 0 and s1["predicted_gib"]["generation"] > 0
+    assert s2["rng_unchanged"] and s2["after_first_run"].get("interrupted") == 1 and s2["after_resume"] == {"done": 1} and s2["resumed_from"], s2
+    assert abs(s3["ratio"] - 1) < 0.01 and all(abs(v - 1) < 0.01 for v in s3["components"].values()) and s3["phases"]["prm"] > 0
+    out = out / "gpu_check.json"
+    assert json.loads(out.read_text())["smoke"]
     from race_nb.grid import measured_rate
     assert measured_rate(out) is None  # a CPU rehearsal never stands in for a GPU rate in `race grid plan`
 
