@@ -13,14 +13,14 @@ from .core import check_choice, check_positive
 from .config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
 
 # %% auto #0
-__all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'WITHIN_CONFIG', 'NOT_CONFIG', 'CALLS', 'PAPER', 'pilot_grid',
-           'fit_curve', 'predict_curve', 'loo_points', 'loo_errors', 'select_fit', 'best_rho', 'synthetic_results',
-           'Thresholds', 'rho_prime', 'arm_values', 'contrast_components', 'paired_interval', 'null_arms',
-           'calibration_table', 'update_sides', 'update_call', 'config_keys', 'select_config', 'group_keys', 'diagnose',
-           'detectable_difference', 'power_table', 'cohen_kappa', 'kappa_note', 'call_validation', 'validate',
-           'validation_summary', 'confusion_table', 'bootstrap_validation', 'target_disagreement', 'shift_test',
-           'argmax_frequencies', 'disagreement_pattern', 'size_bought', 'size_coupling', 'require_done',
-           'diagnose_runs', 'format_regimes']
+__all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'EQUIVALENCE_MARGIN', 'TRUTH_LABELS', 'WITHIN_CONFIG', 'NOT_CONFIG',
+           'CALLS', 'PAPER', 'pilot_grid', 'fit_curve', 'predict_curve', 'loo_points', 'loo_errors', 'select_fit',
+           'best_rho', 'synthetic_results', 'Thresholds', 'rho_prime', 'arm_values', 'contrast_components',
+           'paired_interval', 'null_arms', 'calibration_table', 'update_sides', 'update_call', 'truth_label',
+           'config_keys', 'select_config', 'group_keys', 'diagnose', 'detectable_difference', 'power_table',
+           'cohen_kappa', 'kappa_note', 'call_validation', 'validate', 'validation_summary', 'confusion_table',
+           'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
+           'size_bought', 'size_coupling', 'require_done', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -326,6 +326,22 @@ def update_call(g: pd.DataFrame, # done cells of one configuration
     return dict(call=call, contrast=est, contrast_lo=lo, contrast_hi=hi, reason=reason, low_arms=",".join(low), high_arms=",".join(high),
                 paired=unit, n_prompts=c["P"], n_seeds=c["S"], se=c["se"], df=c["df"], v_seed=c["v_seed"], v_prompt=c["v_prompt"],
                 ms_resid=c["ms_resid"], reward_heavy=share >= th.reward_share, call_arm=means[side].idxmax())
+
+# %% ../nbs/08_race.ipynb #e892f139
+EQUIVALENCE_MARGIN = 0.02 # |high - low| on pass@1 within which two arms count as equivalent (two one-sided tests)
+TRUTH_LABELS = ("undetermined", "high-update", "low-update", "equivalent") # "undetermined" first: it is no regime
+
+def truth_label(D: np.ndarray, # [seed, prompt] high-minus-low differences (prompts paired by id)
+                margin: float = EQUIVALENCE_MARGIN, alpha: float = 0.05) -> dict:
+    "Three labels and undetermined for a full-budget contrast: its sign where the (1 - alpha) seed-level interval excludes 0, equivalent where the (1 - 2 alpha) interval lies within +/- margin (TOST); the intervals with them."
+    c = contrast_components(D)
+    nan = float("nan")
+    if not (np.isfinite(c["se"]) and np.isfinite(c["df"]) and c["df"] > 0 and c["S"] >= 2):
+        return dict(label="undetermined", est=c["est"], lo=nan, hi=nan, lo_tost=nan, hi_tost=nan, seeds=c["S"], se=c["se"], df=c["df"])
+    h, h2 = _t_ppf(1 - alpha / 2, c["df"]) * c["se"], _t_ppf(1 - alpha, c["df"]) * c["se"]
+    lo, hi, lo2, hi2 = c["est"] - h, c["est"] + h, c["est"] - h2, c["est"] + h2
+    label = ("equivalent" if -margin < lo2 and hi2 < margin else "high-update" if lo > 0 else "low-update" if hi < 0 else "undetermined")
+    return dict(label=label, est=c["est"], lo=lo, hi=hi, lo_tost=lo2, hi_tost=hi2, seeds=c["S"], se=c["se"], df=c["df"])
 
 # %% ../nbs/08_race.ipynb #70bcb9dc
 def _confidence(g: pd.DataFrame, target: str, sibling: float | None, call: dict, th: Thresholds) -> float:
