@@ -14,11 +14,11 @@ from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'INFORMATIVE', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS', 'SITE_CSS', 'PAGE_PRELOAD',
-           'USER_PAGES', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys',
-           'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims', 'grid_axes',
-           'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml', 'retitle',
-           'page_chrome', 'for_readers', 'render_fallback', 'render_quarto', 'user_grid', 'run_notebooks',
+__all__ = ['COLORS', 'REWARD_COLORS', 'INFORMATIVE', 'MIN_DECISIVE', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS', 'SITE_CSS',
+           'PAGE_PRELOAD', 'USER_PAGES', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute',
+           'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims',
+           'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml',
+           'retitle', 'page_chrome', 'for_readers', 'render_fallback', 'render_quarto', 'user_grid', 'run_notebooks',
            'execute_report', 'pick_renderer', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
@@ -190,6 +190,7 @@ def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
             + (f"; always {maj} (an oracle's label): {ci(base)}" if base else ""))
     if s["shared_seeds"]: return here + f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}", "not enough data (pilot not independent)"
     if not s["decisive_calls"]: return here, "not enough data (the pilot abstained everywhere)"
+    if s["decisive_calls"] < MIN_DECISIVE: return here, f"not enough data ({s['decisive_calls']} decisive call(s); a verdict needs {MIN_DECISIVE})"
     if vt.full_call.nunique() < 2: return here, f"not testable (every full-budget call is {vt.full_call.iloc[0]}: kappa undefined)"
     kappa_lo = bv.loc[kappa, "lo"]
     ok = s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 and kappa_lo > 0
@@ -197,10 +198,13 @@ def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
 
 # %% ../nbs/09_report.ipynb #1cba6440
 INFORMATIVE = 0.5 # a "reproduced" / "not reproduced" verdict needs an interval at most this share of the range the grid can show
+MIN_DECISIVE = 5 # decisive pilot calls below which the RACE row gives no verdict (an accuracy of 2 of 2 says little)
 
 def _informative(lo: float, hi: float, span: float) -> str:
     "'' when the interval [lo, hi] is narrow enough for a verdict, else why not."
     if not (np.isfinite(lo) and np.isfinite(hi)): return "not enough data (one seed per arm: no interval)"
+    if hi - lo <= 1e-9: return ("not enough data (a zero-width interval: every resample picks the same arm, and a grid of two arms "
+                                "can only name one of its own two rho values)")
     if not span > 0 or hi - lo > INFORMATIVE * span:
         return (f"not enough data (the interval is {hi - lo:.2f} wide, {(hi - lo) / span:.0%} of the {span:.2f} this grid can show; "
                 f"a verdict needs at most {INFORMATIVE:.0%})" if span > 0 else "not enough data (the arms cover no range of rho)")
