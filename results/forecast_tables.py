@@ -27,6 +27,7 @@ CANDIDATES = {"fixed (1/4)": dict(method="fixed", cutoff=1.0), "fixed (1/8)": di
               "trend (1/4)": dict(method="trend", cutoff=1.0, skip=1), "trend (1/8)": dict(method="trend", cutoff=0.5, skip=1),
               "saturating (1/4)": dict(method="saturating", cutoff=1.0, skip=1)}
 POPULATIONS = {"dev": ("race-forecast-dev-pilot", HERE / "race-regimes2"),  # pilot grid, folder of the full side's parquet copies
+               "dev8": ("race-forecast-dev-pilot", HERE / "race-regimes2"),  # the same, its truth topped up to 8 seeds on the two contrast arms (issue 53)
                "heldout": ("race-forecast-heldout-pilot", HERE / "race-forecast" / "heldout")}  # pre-registered; not run yet
 
 
@@ -40,16 +41,16 @@ def select(summary: pd.DataFrame) -> str:
 
 def load(pop: str, runs_root: Path | None, write: bool):
     name, full_dir = POPULATIONS[pop]
-    out = HERE / "race-forecast"
+    out, tag = HERE / "race-forecast", "dev" if pop == "dev8" else pop  # dev8: the development pilot's copies
     pdir = runs_root / name if runs_root else None
     if pdir is not None and pdir.is_dir():
         pilot, pp, ms = aggregate(pdir), per_prompt_results(pdir), grid_milestones(pdir)
         if write:
             out.mkdir(exist_ok=True)
-            for n, df in ((f"{pop}_pilot_results", pilot), (f"{pop}_pilot_per_prompt", pp), (f"{pop}_pilot_milestones", ms)):
+            for n, df in ((f"{tag}_pilot_results", pilot), (f"{tag}_pilot_per_prompt", pp), (f"{tag}_pilot_milestones", ms)):
                 df.to_parquet(out / f"{n}.parquet", index=False)
     else:
-        pilot, pp, ms = (pd.read_parquet(out / f"{pop}_pilot_{n}.parquet") for n in ("results", "per_prompt", "milestones"))
+        pilot, pp, ms = (pd.read_parquet(out / f"{tag}_pilot_{n}.parquet") for n in ("results", "per_prompt", "milestones"))
     fdir = runs_root / name.replace("-pilot", "-full") if runs_root else None
     if fdir is not None and fdir.is_dir():  # a population whose full side ran here (the held-out one); --write keeps its copies
         full, fpp = aggregate(fdir), per_prompt_results(fdir)
@@ -58,6 +59,9 @@ def load(pop: str, runs_root: Path | None, write: bool):
             full.to_parquet(full_dir / "full_results.parquet", index=False); fpp.to_parquet(full_dir / "full_per_prompt.parquet", index=False)
     else:
         full, fpp = pd.read_parquet(full_dir / "full_results.parquet"), pd.read_parquet(full_dir / "full_per_prompt.parquet")
+    if pop == "dev8":  # grids/race-regimes2-topup.yaml's seeds 7-11 (results/truth_tables.py --write keeps the copies)
+        full = pd.concat([full, pd.read_parquet(full_dir / "topup_results.parquet")], ignore_index=True)
+        fpp = pd.concat([fpp, pd.read_parquet(full_dir / "topup_per_prompt.parquet")], ignore_index=True)
     return pilot, pp, ms, full, fpp
 
 
