@@ -274,9 +274,10 @@ def forecast_summary(tab: pd.DataFrame, # `forecast_validation`
 FROZEN = dict(name="fixed (1/8)", method="fixed", cutoff=0.5, skip=1, # the rule: a pilot's contrast at 1/8 of the full budget (the first half of 1/4-budget cells' curves)
               pilot_fraction=0.25, milestones=8, seeds=3, alpha=0.05, # its pilot: two arms at a quarter of the budget, 8 milestones, 3 seeds of its own
               abstain_arm=DEFAULT_ARM, # what a user runs when the rule abstains
-              chosen_on="results/race-forecast (dev: population 2's configurations, seeds 30-32)",
+              chosen_on="results/race-forecast (dev: population 2's configurations, seeds 30-32); re-selected 2026-12-04 on the truth "
+                        "topped up to 8 seeds on the two contrast arms (dev8, issue 53): the same rule",
               selection="lowest mean pass@1 regret among rules right on >= 80% of >= 2 decisive calls; none qualified, so the lowest "
-                        "regret overall (fixed 1/8 and saturating 1/4 tied at +0.024), ties to the cheaper pilot")
+                        "regret overall (fixed 1/8 and saturating 1/4 tied at +0.024; dev8: both +0.025), ties to the cheaper pilot")
 
 def frozen_rule() -> dict:
     "`forecast_call`'s settings of the frozen rule (FROZEN, chosen on development runs before any held-out cell ran)."
