@@ -195,7 +195,7 @@ def _diagnose(runs_dir, full_dir, target: str) -> None:
 # %% ../nbs/20_cli.ipynb #0a395a3c
 def _plan(grid, prompt_len, peak, mfu, resources) -> int:
     "`race grid plan`: what each cell's budget buys, its estimated time against its time limit, and whether Slurm would accept the schedule."
-    from race_nb.grid import GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, plan_grid, preflight
+    from race_nb.grid import GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, plan_grid, preflight, warning_summary
     g = load_grid(grid)
     try: checked = preflight(g)
     except GridError as e: checked = e  # said after the plan, which still prints where the configs it needs are readable
@@ -214,7 +214,9 @@ def _plan(grid, prompt_len, peak, mfu, resources) -> int:
           + (f"{len(multi)} cell(s) need more than one allocation and rely on checkpoints (up to {multi.allocations.max():g})" if len(multi)
              else "every cell fits in one allocation"))
     if (plan.gpus.fillna(0) == 0).all(): print("resources: no GPUs requested (set resources.gpus for a GPU cluster)")
-    else: print(memory_summary(plan))
+    else:
+        print(memory_summary(plan))
+        if (w := warning_summary(plan)): print(w)
     try:
         check_memory(g, plan)
         if isinstance(checked, GridError): raise checked

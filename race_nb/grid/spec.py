@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
            'ID_NEUTRAL', 'PREFLIGHT_TIMEOUT', 'GridError', 'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes',
            'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate',
-           'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'grid_models', 'preflight']
+           'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'warning_summary',
+           'grid_models', 'preflight']
 
 # %% ../../nbs/07a_grid_spec.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps", "tracking")
@@ -344,7 +345,7 @@ def _allocation(g: dict, params: dict, resources: dict | None, minutes: float) -
     usable = res["time"] - res["signal_delay"] / 60
     ckpt = checkpointing(g).get("checkpoint", True)
     n = 1 if minutes <= res["time"] else (math.ceil(minutes / usable) if ckpt and usable > 0 else math.inf)
-    return dict(gpus=res.get("gpus", 0), time_limit_min=res["time"], est_minutes=minutes, allocations=n)
+    return dict(gpus=res.get("gpus", 0), time_limit_min=res["time"], est_minutes=minutes, allocations=n, signal_delay_s=res["signal_delay"])
 
 # %% ../../nbs/07a_grid_spec.ipynb #1c166060
 def plan_grid(grid, # grid YAML path or a `load_grid` result
@@ -461,6 +462,16 @@ def memory_summary(plan: "pd.DataFrame") -> str:
     for r in bad.drop_duplicates(["model", "reward", "arm"]).itertuples():
         out.append(f"  does not fit: {r.model} / {r.reward} / {r.arm}: {r.mem_why}")
     return "\n".join(out)
+
+def warning_summary(plan: "pd.DataFrame") -> str | None:
+    "Cells whose generation cycle is longer than Slurm's warning: a checkpoint asked for at the warning waits for the cycle to end (checkpoints are taken at cycle boundaries), so the cycle in progress may be lost at a time limit (None: every cycle fits)."
+    if "cycle_minutes" not in plan: return None
+    p = plan[plan.cycle_minutes.notna() & (plan.cycle_minutes * 60 > plan.signal_delay_s)]
+    if not len(p): return None
+    worst = p.loc[p.cycle_minutes.idxmax()]
+    return (f"Slurm's warning: {len(p)} cell(s) take longer per generation cycle than their signal_delay (the longest: {worst.model} / "
+            f"{worst.reward} / {worst.arm}, about {worst.cycle_minutes * 60:.0f} s per cycle at the rate above against {worst.signal_delay_s:g} s): "
+            "a checkpoint at the warning waits for the cycle's end and may be cut off; raise resources.signal_delay above the cycle time")
 
 # %% ../../nbs/07a_grid_spec.ipynb #49014298
 def grid_models(g: dict) -> list[dict]:
