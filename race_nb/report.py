@@ -203,8 +203,8 @@ MIN_DECISIVE = 5 # decisive pilot calls below which the RACE row gives no verdic
 def _informative(lo: float, hi: float, span: float) -> str:
     "'' when the interval [lo, hi] is narrow enough for a verdict, else why not."
     if not (np.isfinite(lo) and np.isfinite(hi)): return "not enough data (one seed per arm: no interval)"
-    if hi - lo <= 1e-9: return ("not enough data (a zero-width interval: every resample picks the same arm, and a grid of two arms "
-                                "can only name one of its own two rho values)")
+    if hi - lo < 0.01 * span: return ("not enough data (an interval of no width: every resample picks the same arm, and a grid of few arms "
+                                      "can only name one of its own rho values)")
     if not span > 0 or hi - lo > INFORMATIVE * span:
         return (f"not enough data (the interval is {hi - lo:.2f} wide, {(hi - lo) / span:.0%} of the {span:.2f} this grid can show; "
                 f"a verdict needs at most {INFORMATIVE:.0%})" if span > 0 else "not enough data (the arms cover no range of rho)")
