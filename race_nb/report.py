@@ -203,8 +203,7 @@ MIN_DECISIVE = 5 # decisive pilot calls below which the RACE row gives no verdic
 def _informative(lo: float, hi: float, span: float) -> str:
     "'' when the interval [lo, hi] is narrow enough for a verdict, else why not."
     if not (np.isfinite(lo) and np.isfinite(hi)): return "not enough data (one seed per arm: no interval)"
-    if hi - lo < 0.01 * span: return ("not enough data (an interval of no width: every resample picks the same arm, and a grid of few arms "
-                                      "can only name one of its own rho values)")
+    if hi - lo <= 1e-9: return "not enough data (an interval of no width: every resample picks the same arm)"
     if not span > 0 or hi - lo > INFORMATIVE * span:
         return (f"not enough data (the interval is {hi - lo:.2f} wide, {(hi - lo) / span:.0%} of the {span:.2f} this grid can show; "
                 f"a verdict needs at most {INFORMATIVE:.0%})" if span > 0 else "not enough data (the arms cover no range of rho)")
@@ -216,6 +215,12 @@ def _rho_claims(done: pd.DataFrame) -> list[dict]:
     rows = []
     if not (len(done) and done.native_reward.notna().any()): return rows
     k = shift_test(done)[1].set_index("feedback")
+    if done.arm.nunique() < 3:  # the best rho of two arms is one of their own two values, whatever the data: no verdict on it
+        few = f"not enough data ({done.arm.nunique()} arms: the best rho can only be one of their own rho values)"
+        rows3 = [(f"best rho on the native reward, {fb} feedback", PAPER[key], fb) for fb, key in (("rule-based", "rho_rule"), ("model-based", "rho_model"))]
+        rows3.append(("model-based feedback moves the best rho down (rule minus model)", PAPER["rho_rule"] - PAPER["rho_model"], "rule minus model"))
+        return [dict(claim=c, paper=f"{p:.3g}", here=_fmt_ci(k.loc[f].rho_star, k.loc[f].lo, k.loc[f].hi) if f in k.index else "-", verdict=few)
+                for c, p, f in rows3]
     for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
         claim = f"best rho on the native reward, {fb} feedback"
         if fb not in k.index: rows.append(dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (no such reward here)")); continue
