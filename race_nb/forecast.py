@@ -12,9 +12,9 @@ from .config import DEFAULT_ARM
 from .race import Thresholds, config_keys, diagnose, group_keys, paired_interval, select_config, update_sides
 
 # %% auto #0
-__all__ = ['FORECASTS', 'FROZEN', 'grid_milestones', 'curve_values', 'curve_array', 'synthetic_curves', 'saturating',
-           'forecast_contrast', 'forecast_call', 'successive_halving', 'forecast_validation', 'forecast_summary',
-           'frozen_rule']
+__all__ = ['FORECASTS', 'KAPPA_MIN_DECISIVE', 'FROZEN', 'grid_milestones', 'curve_values', 'curve_array', 'synthetic_curves',
+           'saturating', 'forecast_contrast', 'forecast_call', 'successive_halving', 'forecast_validation',
+           'clopper_pearson', 'forecast_summary', 'frozen_rule']
 
 # %% ../nbs/08b_forecast.ipynb #975caaf0
 def grid_milestones(runs_dir) -> pd.DataFrame:
@@ -238,6 +238,16 @@ def forecast_validation(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregat
     return tab
 
 # %% ../nbs/08b_forecast.ipynb #42e8f872
+KAPPA_MIN_DECISIVE = 5 # decisive pilot calls below which a method's kappa is not reported (one call gave kappa -0.116 [-0.333, -0.057])
+
+def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    "Exact (Clopper-Pearson) 1 - alpha interval of a rate k / n (NaNs for n = 0)."
+    from scipy.stats import beta
+    if n <= 0: return float("nan"), float("nan")
+    lo = float(beta.ppf(alpha / 2, k, n - k + 1)) if k > 0 else 0.0
+    hi = float(beta.ppf(1 - alpha / 2, k + 1, n - k)) if k < n else 1.0
+    return lo, hi
+
 def _measures(t: pd.DataFrame) -> dict:
     "A method's measures over configurations: mean regret, accuracy on decisive calls (a decisive call where the full runs show no regime is wrong), coverage, kappa."
     from race_nb.race import cohen_kappa
@@ -250,7 +260,7 @@ def _measures(t: pd.DataFrame) -> dict:
 
 def forecast_summary(tab: pd.DataFrame, # `forecast_validation`
                      n_boot: int = 2000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
-    "One row per method: regret of its recommended arm, accuracy on decisive calls, coverage, kappa against the full call, each with a bootstrap interval over configurations, and its pilot FLOPs as a share of the full grid."
+    "One row per method: regret of its recommended arm (bootstrap interval over configurations), accuracy on decisive calls and coverage (exact Clopper-Pearson intervals), kappa against the full call (bootstrap; none below KAPPA_MIN_DECISIVE decisive calls), and its pilot FLOPs as a share of the full grid."
     configs = tab[["config"]].drop_duplicates().reset_index(drop=True)
     rng, rows = np.random.default_rng(seed), []
     idx = [rng.integers(0, len(configs), len(configs)) for _ in range(n_boot)]
@@ -265,7 +275,11 @@ def forecast_summary(tab: pd.DataFrame, # `forecast_validation`
             b = boots[k].to_numpy(float)
             lo, hi = np.nanquantile(b, [alpha / 2, 1 - alpha / 2]) if np.isfinite(b).any() else (np.nan, np.nan)
             row.update({k: v, f"{k}_lo": float(lo), f"{k}_hi": float(hi)})
-        if "coverage" in point: row["decisive"] = int((t.call != "abstain").sum())
+        if "coverage" in point:  # rates of a handful of calls: exact intervals; no kappa below KAPPA_MIN_DECISIVE decisive calls
+            n = row["decisive"] = int((t.call != "abstain").sum())
+            row["coverage_lo"], row["coverage_hi"] = clopper_pearson(n, len(t), alpha)
+            if n and np.isfinite(row.get("accuracy", np.nan)): row["accuracy_lo"], row["accuracy_hi"] = clopper_pearson(round(row["accuracy"] * n), n, alpha)
+            if n < KAPPA_MIN_DECISIVE and "kappa" in row: row.update(kappa=np.nan, kappa_lo=np.nan, kappa_hi=np.nan)
         row["pilot_share"] = float(t.pilot_flops.sum() / t.full_flops.sum())
         rows.append(row)
     return pd.DataFrame(rows)
