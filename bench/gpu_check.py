@@ -168,8 +168,7 @@ def stage_s1(cuda: bool, tmp: Path) -> dict:
         t["cycle"] = time.time() - t0
         marks["update"] = _mem(torch, cuda)
     plan = cell_memory(cfg, prompt_len=marks["generation"]["prompt_len"])
-    resident = sum(plan[k] for k in ("policy_weights", "lora_state", "reward_weights", "workspace"))
-    predicted = {ph: resident + plan[ph] for ph in ("generation", "scoring", "update")}
+    predicted = {ph: _predicted(cfg, marks["generation"]["prompt_len"], ph) for ph in ("generation", "scoring", "update")}
     ev = tr.ledger.to_frame()
     gen_s = float(ev[(ev.component == "search") & (ev.phase == "generate")].seconds.sum())
     g = marks["generation"]

@@ -216,9 +216,9 @@ class SignalWatch(TrainerCallback):
             self._say(msg)
 
     def _say(self, msg: str):
-        "on_no_signal: fail raises `NoSignal`; warn prints the line once (a cell's output, which its cell.log receives) and logs it."
+        "on_no_signal: fail raises `NoSignal`; warn issues it as a `NoSignalWarning` (one line in a cell's output, which its cell.log receives; catchable in code) and logs it."
         if self.mode == "fail": raise NoSignal(msg)
-        print(msg, flush=True)
+        warnings.warn(msg, NoSignalWarning, stacklevel=3)
         logger.info(msg)
 
     def finish(self) -> str | None:
