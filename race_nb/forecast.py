@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .config import DEFAULT_ARM
-from .race import Thresholds, config_keys, diagnose, group_keys, paired_interval, select_config, update_sides
+from .race import (Thresholds, _paired_diff, arm_values, config_keys, diagnose, group_keys, paired_interval, select_config,
+                          truth_label, update_sides)
 
 # %% auto #0
-__all__ = ['FORECASTS', 'KAPPA_MIN_DECISIVE', 'FROZEN', 'grid_milestones', 'curve_values', 'curve_array', 'synthetic_curves',
-           'saturating', 'forecast_contrast', 'forecast_call', 'successive_halving', 'forecast_validation',
-           'clopper_pearson', 'forecast_summary', 'frozen_rule']
+__all__ = ['FORECASTS', 'KAPPA_MIN_DECISIVE', 'DETERMINATE', 'HELDOUT_RULE', 'TRUTH_ORDER', 'FROZEN', 'grid_milestones',
+           'curve_values', 'curve_array', 'synthetic_curves', 'saturating', 'forecast_contrast', 'forecast_call',
+           'successive_halving', 'forecast_validation', 'clopper_pearson', 'forecast_summary', 'regret_table',
+           'heldout_verdict', 'frozen_rule']
 
 # %% ../nbs/08b_forecast.ipynb #975caaf0
 def grid_milestones(runs_dir) -> pd.DataFrame:
@@ -201,15 +203,20 @@ def forecast_validation(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregat
     "Per configuration and method (each rule, then the baselines): the call, the arm it recommends, that arm's regret against the best full-budget arm, and the pilot FLOPs it spent. A rule that abstains is charged trl's default arm, what a user runs without a recommendation."
     th = th or Thresholds(n_boot=20)
     keys = config_keys(pilot, full)
-    truth = diagnose(full, (target,), th, full_prompts, keys)
+    own = full[full.arm.isin(pilot.arm.unique())]  # the truth of a pilot is measured on the pilot's own arms
+    truth = diagnose(own, (target,), th, full_prompts, keys)
     fdone, rows = full[full.status == "done"], []
     for vals, cells in pilot[pilot.status == "done"].groupby(keys):
         cfg = dict(zip(keys, vals if isinstance(vals, tuple) else (vals,)))
         cur, f, tr = select_config(curves, cfg), select_config(fdone, cfg), select_config(truth, cfg)
         if f.empty or tr.empty or cur.empty: continue
         means = f.groupby("arm")[target].mean()
-        base = dict(cfg, config=" / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in cfg.values()), full_call=tr.iloc[0].call, full_contrast=tr.iloc[0].get("contrast"), full_best_arm=means.idxmax(),
-                    full_flops=float(f.flops_total.sum()))
+        _, lows, highs = update_sides(cells)
+        arms, _, V = arm_values(f[f.arm.isin(lows + highs)], target, full_prompts)
+        tl = truth_label(_paired_diff(V, [arms.index(a) for a in highs if a in arms], [arms.index(a) for a in lows if a in arms]))
+        base = dict(cfg, config=" / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in cfg.values()), full_call=tr.iloc[0].call,
+                    full_contrast=tr.iloc[0].get("contrast"), truth=tl["label"], truth_est=tl["est"], truth_lo=tl["lo"], truth_hi=tl["hi"],
+                    truth_seeds=tl["seeds"], full_best_arm=means.idxmax(), full_flops=float(f.flops_total.sum()))
         regret = lambda arm: float(means.max() - means[arm]) if arm in means else float("nan")
         for name, r in rules.items():
             fc = forecast_call(cells, cur, full_budget, th=th, **r)
@@ -225,8 +232,8 @@ def forecast_validation(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregat
             at = arms[int(np.nanargmax(np.nanmean(Y[:, :, -1, :], axis=(1, 2))))]
             rows.append(dict(base, method=f"best arm at the pilot budget ({c:g})", kind="baseline", call=None, recommended_arm=at, used_arm=at,
                              regret=regret(at), pilot_flops=_flops_at(cur, c)))
-        rows.append(dict(base, method="trl's default arm", kind="baseline", call=None, recommended_arm=DEFAULT_ARM, used_arm=DEFAULT_ARM,
-                         regret=regret(DEFAULT_ARM), pilot_flops=0.0))
+        for name, arm in (("trl's default arm", DEFAULT_ARM), ("always the low-update arm", lows[0]), ("always the high-update arm", highs[-1])):
+            rows.append(dict(base, method=name, kind="baseline", call=None, recommended_arm=arm, used_arm=arm, regret=regret(arm), pilot_flops=0.0))
     tab = pd.DataFrame(rows)
     if len(tab):  # the majority guess: the most common decisive full-budget call, for every configuration (chosen from the outcome: an oracle)
         per = tab.drop_duplicates(keys)
@@ -248,19 +255,22 @@ def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
     hi = float(beta.ppf(1 - alpha / 2, k + 1, n - k)) if k < n else 1.0
     return lo, hi
 
+DETERMINATE = ("high-update", "low-update") # truths a decisive call can agree with in sign
+
 def _measures(t: pd.DataFrame) -> dict:
-    "A method's measures over configurations: mean regret, accuracy on decisive calls (a decisive call where the full runs show no regime is wrong), coverage, kappa."
+    "A method's measures over configurations: mean regret; accuracy = sign agreement of its decisive calls with the truths that are determinate (an undetermined or equivalent truth scores no call right or wrong); coverage; kappa of call against the full grid's call."
     from race_nb.race import cohen_kappa
     out = dict(regret=float(t.regret.mean()) if t.regret.notna().any() else float("nan"))
     if t.call.notna().all():
         dec = t[t.call != "abstain"]
-        out.update(accuracy=float((dec.call == dec.full_call).mean()) if len(dec) else float("nan"), coverage=float(len(dec) / len(t)),
+        det = dec[dec.truth.isin(DETERMINATE)]
+        out.update(accuracy=float((det.call == det.truth).mean()) if len(det) else float("nan"), coverage=float(len(dec) / len(t)),
                    kappa=cohen_kappa(t.call, t.full_call))
     return out
 
 def forecast_summary(tab: pd.DataFrame, # `forecast_validation`
                      n_boot: int = 2000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
-    "One row per method: regret of its recommended arm (bootstrap interval over configurations), accuracy on decisive calls and coverage (exact Clopper-Pearson intervals), kappa against the full call (bootstrap; none below KAPPA_MIN_DECISIVE decisive calls), and its pilot FLOPs as a share of the full grid."
+    "One row per method: regret of its recommended arm (bootstrap interval over configurations), accuracy (sign agreement on determinate truths) and coverage with exact Clopper-Pearson intervals, the decisive calls on determinate and on equivalent truths, kappa against the full call (bootstrap; none below KAPPA_MIN_DECISIVE decisive calls), and its pilot FLOPs as a share of the full grid."
     configs = tab[["config"]].drop_duplicates().reset_index(drop=True)
     rng, rows = np.random.default_rng(seed), []
     idx = [rng.integers(0, len(configs), len(configs)) for _ in range(n_boot)]
@@ -276,13 +286,91 @@ def forecast_summary(tab: pd.DataFrame, # `forecast_validation`
             lo, hi = np.nanquantile(b, [alpha / 2, 1 - alpha / 2]) if np.isfinite(b).any() else (np.nan, np.nan)
             row.update({k: v, f"{k}_lo": float(lo), f"{k}_hi": float(hi)})
         if "coverage" in point:  # rates of a handful of calls: exact intervals; no kappa below KAPPA_MIN_DECISIVE decisive calls
-            n = row["decisive"] = int((t.call != "abstain").sum())
+            dec = t.call != "abstain"
+            n = row["decisive"] = int(dec.sum())
+            nd = row["on_determinate"] = int((dec & t.truth.isin(DETERMINATE)).sum())
+            row["on_equivalent"] = int((dec & (t.truth == "equivalent")).sum())  # a regime called where the arms are within the margin
             row["coverage_lo"], row["coverage_hi"] = clopper_pearson(n, len(t), alpha)
-            if n and np.isfinite(row.get("accuracy", np.nan)): row["accuracy_lo"], row["accuracy_hi"] = clopper_pearson(round(row["accuracy"] * n), n, alpha)
+            if nd and np.isfinite(row.get("accuracy", np.nan)): row["accuracy_lo"], row["accuracy_hi"] = clopper_pearson(round(row["accuracy"] * nd), nd, alpha)
             if n < KAPPA_MIN_DECISIVE and "kappa" in row: row.update(kappa=np.nan, kappa_lo=np.nan, kappa_hi=np.nan)
         row["pilot_share"] = float(t.pilot_flops.sum() / t.full_flops.sum())
         rows.append(row)
     return pd.DataFrame(rows)
+
+# %% ../nbs/08b_forecast.ipynb #84ff3331
+def _seed_values(tab: pd.DataFrame, full: pd.DataFrame, target: str) -> dict:
+    "config -> full-budget values [seed, arm] (DataFrame; NaN where an arm lacks that seed)."
+    keys = [k for k in config_keys(full) if k in tab.columns]
+    fdone, out = full[full.status == "done"], {}
+    for c, t in tab.groupby("config", sort=False):
+        f = select_config(fdone, {k: t.iloc[0][k] for k in keys})
+        out[c] = f.pivot_table(index="seed", columns="arm", values=target, aggfunc="mean")
+    return out
+
+def regret_table(tab: pd.DataFrame, # `forecast_validation`
+                 full: pd.DataFrame, # its full-budget cells
+                 target: str = "pass1_id", base: str = "trl's default arm", # the method every other is paired with
+                 n_boot: int = 2000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
+    "Per method: mean regret of the arm it ran and its paired difference from `base` (positive: worse than the base), each with a two-level bootstrap interval (configurations, then the full side's seeds within each, shared by every arm)."
+    vals = _seed_values(tab, full, target)
+    configs = list(vals)
+    methods = [m for m in tab.method.unique() if tab.loc[tab.method == m, "used_arm"].notna().all()]
+    if base not in methods: raise ValueError(f"regret_table: the base method {base!r} is not among {methods}")
+    used = tab.drop_duplicates(["config", "method"]).set_index(["config", "method"]).used_arm
+    prep = []
+    for c in configs:
+        M = vals[c]
+        arms = list(M.columns)
+        prep.append((M.to_numpy(float), np.array([arms.index(used.get((c, m))) if used.get((c, m)) in arms else -1 for m in methods])))
+    def stats(sel):
+        R = np.full((len(sel), len(methods)), np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for j, (ci, si) in enumerate(sel):
+                M, idx = prep[ci]
+                mu = np.nanmean(M[si], axis=0)
+                R[j] = np.where(idx >= 0, np.nanmax(mu) - mu[idx], np.nan)
+            return np.nanmean(R, axis=0)
+    point = stats([(i, np.arange(len(M))) for i, (M, _) in enumerate(prep)])
+    rng = np.random.default_rng(seed)
+    B = np.array([stats([(ci, rng.integers(0, len(prep[ci][0]), len(prep[ci][0]))) for ci in rng.integers(0, len(prep), len(prep))])
+                  for _ in range(n_boot)])
+    b = methods.index(base)
+    q = lambda x: np.nanquantile(x, [alpha / 2, 1 - alpha / 2], axis=0)
+    (lo, hi), (dlo, dhi) = q(B), q(B - B[:, [b]])
+    return pd.DataFrame(dict(method=methods, configurations=len(configs), regret=point, regret_lo=lo, regret_hi=hi,
+                             vs_base=point - point[b], vs_base_lo=dlo, vs_base_hi=dhi)).assign(base=base)
+
+HELDOUT_RULE = dict(margin=0.01, min_calls=3, agreement=0.5) # the pre-registered verdict (grids/race-forecast-heldout-full.yaml)
+
+def heldout_verdict(tab: pd.DataFrame, # `forecast_validation` of the held-out population
+                    full: pd.DataFrame, # its full-budget cells
+                    rule: str | None = None, # the method tested (the frozen rule's name by default)
+                    target: str = "pass1_id", n_boot: int = 2000, seed: int = 0, margin: float = HELDOUT_RULE["margin"],
+                    min_calls: int = HELDOUT_RULE["min_calls"]) -> dict:
+    "The held-out test's endpoints for `rule` (E1 paired regret vs trl's default arm, E2 sign agreement on determinate truths, E3 rank correlation of forecast and truth) and its verdict: holds, fails or inconclusive, with the reason."
+    from scipy.stats import spearmanr
+    rule = rule or FROZEN["name"]
+    if rule not in set(tab.method): raise ValueError(f"heldout_verdict: no method {rule!r} in the table")
+    e1 = regret_table(tab, full, target, n_boot=n_boot, seed=seed).set_index("method").loc[rule]
+    t = tab[tab.method == rule]
+    det = t[(t.call != "abstain") & t.truth.isin(DETERMINATE)]
+    k, n = int((det.call == det.truth).sum()), len(det)
+    e2_lo, e2_hi = clopper_pearson(k, n)
+    ok = t[["forecast", "truth_est"]].dropna()
+    e3 = float(spearmanr(ok.forecast, ok.truth_est).statistic) if len(ok) >= 3 else float("nan")
+    a = HELDOUT_RULE["agreement"]
+    if e1.vs_base_lo > margin: verdict, why = "fails", f"E1's lower bound {e1.vs_base_lo:+.3f} exceeds +{margin:g}"
+    elif n >= min_calls and e2_hi < a: verdict, why = "fails", f"E2's upper bound {e2_hi:.2f} is below {a:g} ({k} of {n} right)"
+    elif n < min_calls: verdict, why = "inconclusive", f"{n} decisive call(s) on determinate truths (needs {min_calls}): E2 has nothing to say"
+    elif e1.vs_base_hi <= margin and e2_lo >= a: verdict, why = "holds", f"E1's upper bound {e1.vs_base_hi:+.3f} <= +{margin:g} and E2's lower bound {e2_lo:.2f} >= {a:g}"
+    else: verdict, why = "inconclusive", "neither the holds nor the fails condition is met"
+    return dict(rule=rule, verdict=verdict, reason=why, E1=float(e1.vs_base), E1_lo=float(e1.vs_base_lo), E1_hi=float(e1.vs_base_hi),
+                regret=float(e1.regret), regret_lo=float(e1.regret_lo), regret_hi=float(e1.regret_hi), E2_right=k, E2_calls=n,
+                E2=k / n if n else float("nan"), E2_lo=e2_lo, E2_hi=e2_hi, E3=e3, configurations=int(t.config.nunique()),
+                decisive=int((t.call != "abstain").sum()), truths=t.truth.value_counts().reindex(list(TRUTH_ORDER)).fillna(0).astype(int).to_dict())
+
+TRUTH_ORDER = ("undetermined", "high-update", "low-update", "equivalent") # reported first: undetermined (no regime either way)
 
 # %% ../nbs/08b_forecast.ipynb #eb45db16
 FROZEN = dict(name="fixed (1/8)", method="fixed", cutoff=0.5, skip=1, # the rule: a pilot's contrast at 1/8 of the full budget (the first half of 1/4-budget cells' curves)

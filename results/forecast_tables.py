@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from race_nb.forecast import curve_values, forecast_summary, forecast_validation, grid_milestones
+from race_nb.forecast import (FROZEN, TRUTH_ORDER, curve_values, forecast_summary, forecast_validation, grid_milestones, heldout_verdict,
+                               regret_table)
 from race_nb.grid import aggregate, per_prompt_results
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +29,7 @@ CANDIDATES = {"fixed (1/4)": dict(method="fixed", cutoff=1.0), "fixed (1/8)": di
               "saturating (1/4)": dict(method="saturating", cutoff=1.0, skip=1)}
 POPULATIONS = {"dev": ("race-forecast-dev-pilot", HERE / "race-regimes2"),  # pilot grid, folder of the full side's parquet copies
                "dev8": ("race-forecast-dev-pilot", HERE / "race-regimes2"),  # the same, its truth topped up to 8 seeds on the two contrast arms (issue 53)
-               "heldout": ("race-forecast-heldout-pilot", HERE / "race-forecast" / "heldout")}  # pre-registered; not run yet
+               "heldout": ("race-forecast-heldout-pilot", HERE / "race-forecast" / "heldout")}  # pre-registered (grids/race-forecast-heldout-*.yaml)
 
 
 def select(summary: pd.DataFrame) -> str:
@@ -70,32 +71,51 @@ def fmt(v, lo=None, hi=None):
     return f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}]" if lo is not None and pd.notna(lo) else f"{v:.3f}"
 
 
+def table(t: pd.DataFrame) -> str:
+    return "\n".join(["| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
+                     + ["| " + " | ".join(map(str, r)) + " |" for r in t.itertuples(index=False)])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("populations", nargs="+", choices=list(POPULATIONS))
     ap.add_argument("--runs", default=None)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--n-boot", type=int, default=2000)
     a = ap.parse_args()
     for pop in a.populations:
         pilot, pp, ms, full, fpp = load(pop, Path(a.runs) if a.runs else None, a.write)
         curves = curve_values(pilot, ms, pp, "pass1_id")
         vt = forecast_validation(pilot, curves, full, fpp, FULL_BUDGET, CANDIDATES)
-        s = forecast_summary(vt)
-        print(f"# {pop}: {pilot.cell.nunique()} pilot cells, {len(vt.config.unique())} configurations; full-budget truths: "
-              + ", ".join(f"{n} {c}" for c, n in vt.drop_duplicates("config").full_call.replace({"abstain": "no regime"}).value_counts().items()) + "\n")
+        s = forecast_summary(vt, n_boot=a.n_boot)
+        per = vt.drop_duplicates("config")
+        print(f"# {pop}: {pilot.cell.nunique()} pilot cells, {len(per)} configurations, {full.cell.nunique()} full-budget cells\n")
+        print("Truth on the pilot's own arms (pass@1, high- minus low-update, race.truth_label): "
+              + ", ".join(f"{k} {int(v)}" for k, v in per.truth.value_counts().reindex(list(TRUTH_ORDER)).fillna(0).items()) + "\n")
+        print(table(pd.DataFrame([dict(configuration=r.config, truth=r.truth, contrast=fmt(r.truth_est, r.truth_lo, r.truth_hi), seeds=r.truth_seeds)
+                                   for r in per.itertuples()])) + "\n")
         rows = [dict(method=r.method, regret=fmt(r.regret, r.regret_lo, r.regret_hi),
                      decisive=f"{int(r.decisive)}" if pd.notna(r.decisive) else "-",
+                     on_determinate=f"{int(r.on_determinate)}" if pd.notna(r.on_determinate) else "-",
+                     on_equivalent=f"{int(r.on_equivalent)}" if pd.notna(r.on_equivalent) else "-",
                      accuracy=fmt(r.accuracy, r.accuracy_lo, r.accuracy_hi) if pd.notna(r.accuracy) else "-",
                      coverage=fmt(r.coverage) if pd.notna(r.coverage) else "-",
                      kappa=fmt(r.kappa, r.kappa_lo, r.kappa_hi) if pd.notna(r.kappa) else "-",
                      pilot_share=f"{r.pilot_share:.1%}") for r in s.itertuples()]
-        t = pd.DataFrame(rows)
-        print("| " + " | ".join(t.columns) + " |\n|" + "---|" * len(t.columns))
-        for r in t.itertuples(index=False): print("| " + " | ".join(map(str, r)) + " |")
+        print(table(pd.DataFrame(rows)))
         print(f"\nselected by the rule: {select(s)}\n")
-        cols = ["config", "full_call", "full_contrast", "method", "call", "forecast", "forecast_lo", "forecast_hi", "recommended_arm", "regret"]
-        per = vt[vt.kind == "rule"][cols]
-        print(per.to_string(index=False, float_format=lambda x: f"{x:+.3f}"))
+        rt = regret_table(vt, full, n_boot=a.n_boot)
+        print(f"Paired regret against trl's default arm (two-level bootstrap: configurations, then seeds; {a.n_boot} resamples):\n")
+        print(table(pd.DataFrame([dict(method=r.method, regret=fmt(r.regret, r.regret_lo, r.regret_hi),
+                                       **{"minus trl's default": fmt(r.vs_base, r.vs_base_lo, r.vs_base_hi)}) for r in rt.itertuples()])) + "\n")
+        if pop == "heldout":
+            v = heldout_verdict(vt, full, n_boot=a.n_boot)
+            print(f"HELD-OUT VERDICT for the frozen rule {v['rule']!r} (pre-registered, grids/race-forecast-heldout-full.yaml): **{v['verdict']}** - {v['reason']}")
+            print(f"  E1 paired regret vs n8-m8: {v['E1']:+.3f} [{v['E1_lo']:+.3f}, {v['E1_hi']:+.3f}] (regret {v['regret']:+.3f} [{v['regret_lo']:+.3f}, {v['regret_hi']:+.3f}])")
+            print(f"  E2 sign agreement on determinate truths: {v['E2_right']} of {v['E2_calls']}" + (f" [{v['E2_lo']:.2f}, {v['E2_hi']:.2f}]" if v['E2_calls'] else ""))
+            print(f"  E3 (secondary) Spearman of forecast and truth over {v['configurations']} configurations: {v['E3']:+.2f}; decisive calls {v['decisive']}; truths {v['truths']}\n")
+        cols = ["config", "truth", "truth_est", "method", "call", "forecast", "forecast_lo", "forecast_hi", "recommended_arm", "regret"]
+        print(vt[vt.kind == "rule"][cols].to_string(index=False, float_format=lambda x: f"{x:+.3f}"))
 
 
 if __name__ == "__main__":
