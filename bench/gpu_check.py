@@ -1,24 +1,28 @@
 """GPU smoke test of the paper path (issues 13, 26, 52), in stages. Each stage runs in a subprocess of its own with its own
 timeout and writes its own JSON into the output folder, so one crash loses nothing else:
 
-S1  the paper grid's worst cell: one GRPO cycle at qwen2.5-7b / prm / n16-m4 shapes (16 prompts x 16 rollouts of up to 2048
-    tokens, LoRA r 64, gradient checkpointing, 16 micro-batches) with random bf16 weights built from the shipped configs on
-    the device (no download, no weight file written); peak allocated and reserved memory after generation, after scoring and
-    after the update, against race_nb.memory's prediction at the prompt length the batch had;
+S1  the paper grid's worst cell: one GRPO cycle at qwen2.5-7b / prm / n16-m4 shapes (16 prompts x 16 rollouts, LoRA r 64,
+    gradient checkpointing, 16 micro-batches) with random bf16 weights built from the shipped configs on the device (no
+    download, no weight file written); peak allocated and reserved memory after generation, after scoring and after the
+    update, against race_nb.memory's prediction at the prompt length the batch had and the completion length it ran.
+    Random weights never stop early, so every rollout runs to the limit: 256 x 2048 tokens did not finish in 255 s on an H200
+    (bench/GPU.md). S1 therefore runs at --s1-completion tokens (default 512), and the plan is held to it at that length
+    (the plan's 2048-token figure stays COMPUTED, checked by the fake-tensor trace of bench/memory_trace.py);
+    --s1-completion 2048 runs the paper's length where the time allows;
 S2  CUDA bookkeeping: the CUDA random stream unchanged across an evaluation (sampled generate and a milestone evaluation), and
     a 2-cell tiny grid through papermill on the GPU (one cell in the CPU rehearsal), a cell asked to checkpoint and stop
     (checkpoint.request), then resumed;
 S3  the ledger against FlopCounterMode on the GPU: Qwen2.5-1.5B's shape with random weights, the real PRM format, one cycle
     (trl's non-Triton log-prob path, which FlopCounterMode can see), then the same cycle with SDPA, timed.
 
-    python bench/gpu_check.py [--out-dir DIR] [--stages S1 S2 S3] [--smoke]
+    python bench/gpu_check.py [--out-dir DIR] [--stages S1 S2 S3] [--s1-completion N] [--smoke]
 
 The summary (DIR/gpu_check.json, and bench/gpu_check.json by default) keeps S1's measured FLOP/s as `big_cycle`, which
 `race grid plan` uses for its GPU-hours. Without CUDA it exits with status 2 and says so; `--smoke` runs every stage on the
 CPU at toy shapes (tests/test_paper.py runs it). On a bare GPU machine with no network, `make gpu-bundle` gathers the wheels
 and data it needs into gpu-bundle/ (README, GPU section). Data (GSM8K / MATH-500) is found in RACE_DATA_DIR, else in
 gpu-bundle/data or ../shared/data beside the project."""
-import argparse, contextlib, json, os, subprocess, sys, tempfile, threading, time, traceback
+import argparse, contextlib, dataclasses, json, os, subprocess, sys, tempfile, threading, time, traceback
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -121,6 +125,9 @@ def _predicted(cfg, prompt_len: int, phase: str) -> float:
     return sum(plan[k] for k in ("policy_weights", "lora_state", "reward_weights", "workspace", phase))
 
 
+S1_COMPLETION = 512  # S1's completion length on a GPU (tokens): 256 rollouts of it fit the stage's limit; the paper's is 2048
+
+
 def stage_s1(cuda: bool, tmp: Path) -> dict:
     "The worst cell's one GRPO cycle: seconds, FLOP/s, and peak memory per phase against race_nb.memory's prediction."
     import torch
@@ -129,7 +136,7 @@ def stage_s1(cuda: bool, tmp: Path) -> dict:
     from race_nb.memory import cell_memory
     if cuda:
         policy, prm = weightless("qwen2.5-7b", tmp / "policy7b"), weightless("qwen2.5-math-prm-7b", tmp / "prm7b", "Qwen2ForProcessRewardModel")
-        shape = dict(max_completion_length=2048, prompts_per_step=16, micro_batches=16)
+        shape = dict(max_completion_length=int(os.environ.get("RACE_S1_COMPLETION", S1_COMPLETION)), prompts_per_step=16, micro_batches=16)
     else: policy, prm, shape = "toy:qwen2.5-7b", "toy:qwen-prm", dict(max_completion_length=16, prompts_per_step=4, micro_batches=2)
     cfg = CellConfig(model="qwen2.5-7b", model_path=str(policy), reward="prm", arm="n16-m4", budget=1e20, max_steps=1, seed=0,
                      reward_settings=dict(backend="hf", path=str(prm), require_answer=False),  # random text states no answer: score it anyway
@@ -172,9 +179,10 @@ def stage_s1(cuda: bool, tmp: Path) -> dict:
     ev = tr.ledger.to_frame()
     gen_s = float(ev[(ev.component == "search") & (ev.phase == "generate")].seconds.sum())
     g = marks["generation"]
+    paper = cell_memory(dataclasses.replace(cfg, max_completion_length=2048), prompt_len=g["prompt_len"]) if cuda else None  # COMPUTED: the paper's length
     return dict(shape=f"qwen2.5-7b{'' if cuda else ' (toy)'} / prm / n16-m4: {cfg.prompts_per_step} prompts x 16 rollouts, completion "
                       f"{cfg.max_completion_length}, LoRA r 64, gradient checkpointing, {cfg.micro_batches} micro-batches",
-                marks=marks, predicted_gib=predicted, plan=plan,
+                marks=marks, predicted_gib=predicted, plan=plan, plan_at_2048_computed=paper,
                 ratio_measured_to_predicted={ph: marks[ph]["allocated_gib"] / predicted[ph] for ph in predicted} if cuda else None,
                 seconds=t, cycle_seconds=t["cycle"], cycle_flops=tr.ledger.total, flops_per_s=tr.ledger.total / t["cycle"],
                 mfu=tr.ledger.total / t["cycle"] / H200_PEAK if cuda else None, generation_seconds=gen_s,
@@ -207,6 +215,13 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
                                         axes=dict(model=["tiny-s"], arm=["n8-m8"]), budgets=[6e10 if cuda else 1.5e10], seeds=[0, 1] if cuda else [0],
                                         checkpoint=dict(steps=2, minutes=None))))
     root, asked = tmp / "runs" / "gpu-grid", []
+    from race_nb.grid import GridError
+    from race_nb.grid.spec import check_kernel
+    try: check_kernel("race_nb")
+    except GridError:  # a bare GPU machine: the cells' kernel, installed into this stage's folder (nothing written outside it)
+        subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(tmp / "jk"), "--name", "race_nb"], check=True, capture_output=True)
+        os.environ["JUPYTER_PATH"] = str(tmp / "jk" / "share" / "jupyter")
+        out["kernel_installed"] = str(tmp / "jk")
 
     def ask():  # the first cell with a complete checkpoint is asked to stop (as Slurm's warning does through the job)
         deadline = time.time() + 300
@@ -284,8 +299,10 @@ def main():
     ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
     ap.add_argument("--out-dir", default=str(ROOT / "bench" / "gpu_check"), help="one JSON per stage, and gpu_check.json, here")
     ap.add_argument("--out", default=None, help="the summary JSON (default: DIR/gpu_check.json, and bench/gpu_check.json on a GPU)")
+    ap.add_argument("--s1-completion", type=int, default=None, help=f"S1's completion length on a GPU (default {S1_COMPLETION}; the paper's 2048 may not fit its limit)")
     ap.add_argument("--stage", default=None, help=argparse.SUPPRESS)  # run one stage in this process (the parent's subprocess)
     a = ap.parse_args()
+    if a.s1_completion: os.environ["RACE_S1_COMPLETION"] = str(a.s1_completion)  # the stage's subprocess reads it
     out_dir = Path(a.out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     find_data()
     if a.stage: run_stage(a.stage, a.smoke, out_dir); return

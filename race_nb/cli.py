@@ -65,6 +65,9 @@ def _report_parsers(sub) -> None:
     diag.add_argument("runs_dir", help="a (pilot) grid's runs folder, e.g. runs/demo")
     diag.add_argument("--full", default=None, help="runs folder of full-budget runs of the same configurations: validate RACE")
     diag.add_argument("--target", default="pass1_id", help="target for validation (default pass1_id)")
+    diag.add_argument("--moderate", nargs="*", default=None, metavar="KEY",
+                      help="redo the update calls with seed variances pooled across configurations (moderated t, race.moderate_calls) "
+                           "within groups of these columns (default: model target; calibrated only where the pooled spreads are alike)")
     rep = sub.add_parser("report", help="execute and render the report site of a grid's runs")
     rep.add_argument("runs_dir", help="a grid's runs folder, e.g. runs/demo")
     rep.add_argument("--out", default="_site", help="output folder (default: _site)")
@@ -87,7 +90,8 @@ def _pilot_parser(sub) -> None:
     pil.add_argument("template", help="your notebook (parameters cell with n, m, mu, beta, budget, seed, output_dir; finish_run at the end)")
     pil.add_argument("--budget", type=float, required=True, help="the full run's FLOP budget the call is for")
     pil.add_argument("--arms", nargs="+", default=None, help="arms to compare, by name (default: around your notebook's own n, m, mu, beta)")
-    pil.add_argument("--fraction", type=float, default=0.1, help="each pilot cell's share of the full budget (default 0.1)")
+    pil.add_argument("--fraction", type=float, default=None, help="each pilot cell's share of the full budget (default 0.125: the frozen rule's "
+                     "design; another fraction is not the validated one, and the note says so)")
     pil.add_argument("--seeds", nargs="+", type=int, default=None, help="the pilot's own seeds (default 1001 1002 1003)")
     pil.add_argument("--set", nargs="+", default=None, metavar="KEY=VALUE", help="your notebook's own parameters, fixed for every cell")
     pil.add_argument("--runs", default="runs", help="root folder of runs (default: runs)")
@@ -167,12 +171,19 @@ def _train_tiny(names, ship: bool, spread: bool) -> int:
     return 0 if all(r["ok"] for r in results) else 1
 
 # %% ../nbs/20_cli.ipynb #f08ca4a8
-def _diagnose(runs_dir, full_dir, target: str) -> None:
-    "race diagnose: the regime table, and with full-budget runs the validation (per configuration, confusion table, intervals over configurations)."
-    from race_nb.race import (bootstrap_validation, config_keys, confusion_table, diagnose_runs, format_regimes, validate,
+def _diagnose(runs_dir, full_dir, target: str, moderate: list | None = None) -> None:
+    "race diagnose: the regime table (`moderate`: its update calls with pooled seed variances), and with full-budget runs the validation (per configuration, confusion table, intervals over configurations)."
+    from race_nb.race import (bootstrap_validation, config_keys, confusion_table, diagnose_runs, format_regimes, moderate_calls, validate,
                               validation_summary)
     from race_nb.grid import aggregate, per_prompt_results
-    print(format_regimes(diagnose_runs(runs_dir)))
+    tab = diagnose_runs(runs_dir)
+    if moderate is not None:
+        by = tuple(moderate) or ("model", "target")
+        bad = [k for k in by if k not in tab]
+        if bad: raise ValueError(f"--moderate: no column {', '.join(bad)} in the regime table (its columns: {', '.join(tab.columns[:list(tab.columns).index('target') + 1])})")
+        tab = moderate_calls(tab, by=by)
+        print(f"update calls with seed variances pooled within {' x '.join(by)} (moderated t; prior degrees of freedom per configuration in prior_df)")
+    print(format_regimes(tab))
     if not full_dir: return
     pilot, full = aggregate(runs_dir), aggregate(full_dir)
     pp = dict(pilot_prompts=per_prompt_results(runs_dir), full_prompts=per_prompt_results(full_dir))
@@ -233,13 +244,13 @@ def _pilot(args) -> int:
     "`race pilot`: build and run the pilot grid around the user's notebook, print the call per target and the recommended trl settings."
     import yaml
     from race_nb.grid import parse_resource_args
-    from race_nb.pilot import PILOT_SEEDS, pilot_plan, run_pilot
+    from race_nb.pilot import PILOT_FRACTION, PILOT_SEEDS, pilot_plan, run_pilot
     params = {}
     for it in args.set or []:
         k, eq, v = it.partition("=")
         if not eq: raise ValueError(f"--set {it!r}: write KEY=VALUE")
         params[k] = yaml.safe_load(v)
-    kw = dict(arms=args.arms, fraction=args.fraction, seeds=args.seeds or PILOT_SEEDS, params=params, runs_root=args.runs)
+    kw = dict(arms=args.arms, fraction=args.fraction or PILOT_FRACTION, seeds=args.seeds or PILOT_SEEDS, params=params, runs_root=args.runs)
     if args.plan:
         print(pilot_plan(args.template, args.budget, **kw).to_string(index=False)); return 0
     res = run_pilot(args.template, args.budget, **kw, workers=args.workers, executor=args.executor, flop_check=args.flop_check,
@@ -292,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             names = args.names or shipped_configs()
             print(per_token_table(names, context=args.context).to_string(float_format=lambda x: f"{x:.4g}"))
         elif args.command == "grid": return _grid_command(args)
-        elif args.command == "diagnose": _diagnose(args.runs_dir, args.full, args.target)
+        elif args.command == "diagnose": _diagnose(args.runs_dir, args.full, args.target, args.moderate)
         elif args.command == "report":
             from race_nb.report import render_report
             index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full, only=args.pages)

@@ -8,18 +8,22 @@ import dataclasses, json, os
 from pathlib import Path
 import pandas as pd
 import yaml
-from .core import check_positive, write_atomic
-from .config import Arm
+from .core import check_positive, project_root, write_atomic
+from .config import DEFAULT_ARM, Arm
+from .forecast import FROZEN
 
 # %% auto #0
-__all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'PILOT_HEADER', 'arms_around_arm', 'arms_around', 'template_arm',
-           'grpo_fields', 'pilot_grid', 'PilotResult', 'run_targets', 'seed_copies', 'pilot_calls', 'run_pilot',
-           'pilot_plan', 'pilot_command']
+__all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'PILOT_FRACTION', 'VALIDATION', 'PILOT_HEADER', 'arms_around_arm',
+           'arms_around', 'contrast_arms', 'template_arm', 'own_arm', 'grpo_fields', 'pilot_grid', 'validation_record',
+           'reliability_note', 'heldout_status', 'PilotResult', 'run_targets', 'seed_copies', 'pilot_calls',
+           'run_pilot', 'pilot_plan', 'pilot_command']
 
 # %% ../nbs/08a_pilot.ipynb #0f85a2a3
 DEFAULT_ARMS = ("n16-m4", "n8-m8", "n4-m4-mu4") # low to high update share, when no GRPOConfig is given
 MIN_PILOT_STEPS = 4 # optimizer steps a pilot cell must buy: fewer, and its contrast measures the first updates, not a regime
 PILOT_SEEDS = (1001, 1002, 1003) # the pilot's own seeds: three, because the call's interval has the training seed as its unit (two give t on 1 df)
+PILOT_FRACTION = FROZEN["pilot_fraction"] * FROZEN["cutoff"] # 0.125: the frozen rule reads its pilot's contrast at an eighth of the full budget
+assert len(PILOT_SEEDS) == FROZEN["seeds"], "the pilot's seeds are the frozen design's"
 
 def arms_around_arm(n: int, m: int, mu: int = 1, beta: float = 0.0) -> list[str]:
     "Arms from low to high update share around the arm (n, m, mu, beta): 2n keep m, the arm itself, 2 mu."
@@ -32,12 +36,24 @@ def arms_around(config) -> list[str]:
     n = int(config.num_generations)
     return arms_around_arm(n, n, int(getattr(config, "num_iterations", 1) or 1), float(getattr(config, "beta", 0.0) or 0.0))
 
+def contrast_arms(n: int, m: int, mu: int = 1, beta: float = 0.0) -> list[str]:
+    "The pilot's two arms around the arm (n, m, mu, beta): the search-heavier (2n keep m) and the update-heavier (2 mu)."
+    a = arms_around_arm(n, m, mu, beta)
+    return [a[0], a[-1]]
+
 def template_arm(declared: dict) -> dict | None:
     "The arm a notebook's parameters cell sets by default (`race_nb.contract.template_parameters`): n, m, mu, beta, or None where one is not a literal number."
     import ast
     try: arm = {k: ast.literal_eval(declared[k]) for k in ("n", "m", "mu", "beta")}
     except (KeyError, TypeError, ValueError, SyntaxError): return None
     return arm if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arm.values()) else None
+
+def own_arm(declared: dict | None = None, config=None) -> tuple[str, str]:
+    "The user's own arm and where it comes from: the GRPOConfig, else the notebook's parameters cell (`declared`), else trl's default."
+    from race_nb.grid import arm_name
+    if config is not None: return arms_around(config)[1], "your GRPOConfig"
+    if declared is not None and (a := template_arm(declared)): return arm_name(a["n"], a["m"], a["mu"], a["beta"]), "your notebook's parameters cell"
+    return DEFAULT_ARM, "trl's default (your notebook's arm is not a literal)"
 
 def grpo_fields(arm: str) -> dict:
     "An arm as the trl settings that run it: GRPOConfig's num_generations, num_iterations, beta, and LedgerGRPOTrainer's keep."
@@ -48,9 +64,9 @@ def grpo_fields(arm: str) -> dict:
 # %% ../nbs/08a_pilot.ipynb #060eea68
 def pilot_grid(template, # the user's notebook (meets `race_nb.contract.check_template`)
                budget: float, # the full run's FLOP budget the call is for
-               arms=None, # arm names (default: around `config`, else around the notebook's own arm, else DEFAULT_ARMS)
+               arms=None, # arm names (default: the two `contrast_arms` around `config`, else around the notebook's own arm, else DEFAULT_ARMS' ends)
                config=None, # the user's GRPOConfig: the pilot's arms are built around it
-               fraction: float = 0.1, # each pilot cell's share of the full budget
+               fraction: float = PILOT_FRACTION, # each pilot cell's share of the full budget (the frozen rule's: 1/8)
                seeds=PILOT_SEEDS, # the pilot's own seeds
                params: dict | None = None, # the template's own parameters, fixed for every cell
                name: str | None = None, # grid name (default: pilot-<notebook name>)
@@ -63,7 +79,8 @@ def pilot_grid(template, # the user's notebook (meets `race_nb.contract.check_te
     check_positive("budget", budget); check_positive("fraction", fraction)
     if fraction > 1: raise ValueError(f"fraction must be at most 1 (a share of the full budget), got {fraction}")
     own = template_arm(declared)
-    arms = list(arms or (arms_around(config) if config is not None else arms_around_arm(**own) if own else DEFAULT_ARMS))
+    arms = list(arms or ([arms_around(config)[0], arms_around(config)[-1]] if config is not None else contrast_arms(**own) if own
+                         else [DEFAULT_ARMS[0], DEFAULT_ARMS[-1]]))
     if len(arms) < 2: raise ValueError(f"a pilot needs at least two arms to compare, got {arms}")
     for a in arms: arm_spec(a)
     bad = [k for k in (params or {}) if k not in declared or k in ("n", "m", "mu", "beta", "budget", "seed", "output_dir")]
@@ -74,13 +91,47 @@ def pilot_grid(template, # the user's notebook (meets `race_nb.contract.check_te
                 template=str(template), fixed=dict(params or {}), axes=dict(arm=arms), budgets=[float(budget * fraction)], seeds=list(seeds))
 
 # %% ../nbs/08a_pilot.ipynb #e5b839f3
+VALIDATION = Path("results") / "race-forecast" / "validation.json" # the committed validation record (under the project root)
+
+def _ci(v) -> str: return f"{v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]"
+
+def validation_record(path=None) -> dict | None:
+    "The committed validation of the frozen rule (`results/forecast_tables.py --validation`), or None where it is not there."
+    p = Path(path) if path else project_root() / VALIDATION
+    return json.loads(p.read_text()) if p.exists() else None
+
+def reliability_note(path=None) -> str:
+    "How far to trust the pilot's recommendation, from the committed validation record: nothing typed in."
+    p = Path(path) if path else project_root() / VALIDATION
+    v = validation_record(p)
+    if v is None: return f"reliability: no validation record at {p} (the repository's results/race-forecast/ holds it)"
+    where = p.relative_to(project_root()) if p.is_relative_to(project_root()) else p
+    lines = [f"reliability of the frozen rule {v['rule']!r} on {v['target']} (from {where}, written by {v['written_by']} from the committed runs):"]
+    for pop in v["populations"].values():
+        if pop["status"] != "done":
+            lines.append(f"  {pop['label']}: {pop['status']}"); continue
+        lines.append(f"  {pop['label']}: decisive calls right {pop['right']} of {pop['on_determinate']} on determinate truths ({pop['decisive']} "
+                     f"decisive in {pop['configurations']} configurations); regret of what it recommends minus trl's default arm "
+                     f"{_ci(pop['vs_default'])}; of the pilot's best observed arm instead {_ci(pop['best_vs_default'])}"
+                     + (f"; verdict: {pop['verdict']} ({pop['reason']})" if pop.get("verdict") else ""))
+    return "\n".join(lines)
+
+def heldout_status(path=None) -> str:
+    "The held-out test of the frozen rule as the record gives it: its verdict, or how far it got."
+    v = validation_record(path)
+    h = (v or {}).get("populations", {}).get("heldout")
+    return "no record" if h is None else h.get("verdict") or h["status"]
+
 @dataclasses.dataclass
 class PilotResult:
     "A pilot's calls per target, what it cost, and the recommended arm as trl settings."
-    calls: pd.DataFrame # one row per target: call, contrast and interval, arms on each side, recommended arm and its trl fields
+    calls: pd.DataFrame # one row per target: call, contrast and interval, arms on each side, recommended arm, basis, best observed arm
     cells: pd.DataFrame # the pilot's cells (`race_nb.grid.aggregate`)
     budget: float # the full budget the call is for
     runs: Path # the pilot's runs folder
+    own_arm: str = DEFAULT_ARM # the user's own arm: the recommendation where the rule abstains
+    own_from: str = "trl's default" # where `own_arm` comes from
+    validation: str | None = None # the validation record's path (default: the project's)
 
     @property
     def cost(self) -> float: return float(self.cells.flops_total.sum())
@@ -88,30 +139,46 @@ class PilotResult:
     def eval_cost(self) -> float: return float(self.cells.flops_eval.fillna(0).sum()) if "flops_eval" in self.cells else 0.0
     @property
     def share(self) -> float: return self.cost / self.budget
+    @property
+    def full_runs(self) -> float: return self.share  # the pilot's training FLOPs in units of one full run
+    @property
+    def fraction(self) -> float: return float(self.cells.budget.iloc[0]) / self.budget
+    @property
+    def validated_design(self) -> bool:
+        "Whether the pilot is the design the frozen rule was chosen on: two arms, its seeds' count, an eighth of the budget."
+        return (self.cells.arm.nunique() == 2 and self.cells.seed.nunique() == FROZEN["seeds"] and abs(self.fraction - PILOT_FRACTION) < 1e-9)
 
     def grpo_config(self, target: str | None = None) -> dict:
-        "The recommended arm for `target` (default: the first) as GRPOConfig fields and LedgerGRPOTrainer's keep."
+        "The recommended arm for `target` (default: the primary, the first) as GRPOConfig fields and LedgerGRPOTrainer's keep."
         row = self.calls.iloc[0] if target is None else self.calls.set_index("target").loc[target]
         return grpo_fields(row["recommended_arm"])
 
     def __str__(self) -> str:
-        done = (self.cells.status == "done").sum()
-        head = (f"pilot {self.runs.name}: {done} of {len(self.cells)} cells done, {self.cost:.3e} FLOPs = {self.share:.1%} of the full "
-                f"budget {self.budget:.3g} (one full run); with its evaluation {self.cost + self.eval_cost:.3e} = "
-                f"{(self.cost + self.eval_cost) / self.budget:.1%}")
-        if self.share > 1:
-            asked = float(self.cells.budget.sum())
-            head += (f"\n  over 100% because the pilot runs {len(self.cells)} cells of {self.cells.budget.iloc[0] / self.budget:.3g} x the budget "
-                     f"({asked / self.budget:.0%} of one full run) and each stops at the first step past its budget "
-                     f"(overshoot {(self.cost - asked) / self.budget:+.0%}): a pilot that costs more than the run it is for saves nothing")
-        t = self.calls.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" if pd.notna(lo) else "-" for lo, hi in zip(self.calls.contrast_lo, self.calls.contrast_hi)])
-        table = t[["target", "call", "contrast", "interval", "paired", "n_seeds", "low_arms", "high_arms", "recommended_arm"]].to_string(
-            index=False, float_format=lambda x: f"{x:+.3f}")
-        recs = "\n".join(f"  {r.target}: GRPOConfig(num_generations={f['num_generations']}, num_iterations={f['num_iterations']}, "
-                         f"beta={f['beta']:g}), LedgerGRPOTrainer(keep={f['keep']})"
-                         for r in self.calls.itertuples() for f in [grpo_fields(r.recommended_arm)])
-        why = "\n".join(f"  {r.target}: abstains: {r.reason}" for r in self.calls.itertuples() if r.call == "abstain" and r.reason)
-        return f"{head}\n{table}\n" + (f"{why}\n" if why else "") + f"recommended arm as trl settings (abstain: the best observed arm, not a call):\n{recs}"
+        done, n = int((self.cells.status == "done").sum()), len(self.cells)
+        head = (f"pilot {self.runs.name}: {done} of {n} cells done; cost {self.full_runs:.2f} full runs ({n} cells x {self.fraction:g} of the "
+                f"full budget {self.budget:.3g}: {self.cost:.3e} FLOPs), {(self.cost + self.eval_cost) / self.budget:.2f} with its evaluation")
+        if self.share > n * self.fraction * 1.05:
+            head += (f"\n  more than {n} x {self.fraction:g} because each cell stops at the first step past its budget (overshoot "
+                     f"{(self.cost - float(self.cells.budget.sum())) / self.budget:+.2f} full runs)")
+        if self.share > 1: head += "\n  a pilot that costs more than the run it is for saves nothing"
+        design = ("design: the frozen rule's (2 arms x 3 seeds x 1/8 of the budget)" if self.validated_design else
+                  f"design: NOT the validated one ({self.cells.arm.nunique()} arms x {self.cells.seed.nunique()} seeds x {self.fraction:g} of the budget; "
+                  f"the rule was chosen and is tested on 2 arms x {FROZEN['seeds']} seeds x {PILOT_FRACTION:g}), so the note below does not cover it")
+        meas = [f"measured at the pilot budget ({self.fraction:.1%} of yours per cell): a result at that budget, not a forecast"]
+        for r in self.calls.itertuples():
+            iv = f"[{r.contrast_lo:+.3f}, {r.contrast_hi:+.3f}]" if pd.notna(r.contrast_lo) else "(no interval)"
+            meas.append(f"  {r.target} ({r.role} target): high- minus low-update {r.contrast:+.3f} {iv} ({r.n_seeds} seeds, {r.paired}; "
+                        f"low {r.low_arms}, high {r.high_arms}) -> {r.call}" + (f": {r.reason}" if r.call == "abstain" and r.reason else ""))
+        status = heldout_status(self.validation)
+        recs = [f"recommendation (your own arm {self.own_arm} comes from {self.own_from}):"]
+        for r in self.calls.itertuples():
+            f = grpo_fields(r.recommended_arm)
+            proof = "validated: the held-out test holds" if status == "holds" else f"unproven: the held-out test of the rule: {status}"
+            recs.append(f"  {r.target}: {r.recommended_arm} ({r.basis}; {proof}): GRPOConfig(num_generations={f['num_generations']}, "
+                        f"num_iterations={f['num_iterations']}, beta={f['beta']:g}), LedgerGRPOTrainer(keep={f['keep']})")
+            if r.best_observed_arm != r.recommended_arm:
+                recs.append(f"    the pilot's best observed arm, {r.best_observed_arm}, is unproven at the full budget (the note below has its record)")
+        return "\n".join([head, design, *meas, *recs, reliability_note(self.validation)])
 
 # %% ../nbs/08a_pilot.ipynb #1b5c42d0
 def run_targets(cells: pd.DataFrame, runs_dir) -> list[str]:
@@ -137,8 +204,11 @@ def seed_copies(done: pd.DataFrame, pp: pd.DataFrame) -> str | None:
 def pilot_calls(runs_dir, # a pilot's runs folder (one configuration)
                 budget: float, # the full budget the call is for
                 th=None, # `race_nb.race.Thresholds`
+                own_arm: str = DEFAULT_ARM, # the user's own arm: recommended where the rule abstains
+                own_from: str = "trl's default", # where it comes from (printed)
+                validation=None, # the validation record's path (default: the project's)
                ) -> PilotResult:
-    "The call per target of a pilot that has run."
+    "The call per target of a pilot that has run, and the recommendation: the called side's best arm, the user's own arm on abstention."
     from race_nb.grid import aggregate, check_same_prompts, per_prompt_results
     from race_nb.race import Thresholds, update_call
     cells = aggregate(runs_dir)
@@ -148,16 +218,20 @@ def pilot_calls(runs_dir, # a pilot's runs folder (one configuration)
                          f"(race grid status {runs_dir} says what failed)")
     pp, rows = check_same_prompts(per_prompt_results(runs_dir)), []
     short, copies = done[done.steps < MIN_PILOT_STEPS], seed_copies(done, pp)
-    for t in run_targets(cells, runs_dir):
-        c = update_call(done[done[t].notna()], t, pp, th or Thresholds())
+    for i, t in enumerate(run_targets(cells, runs_dir)):
+        d = done[done[t].notna()]
+        c = update_call(d, t, pp, th or Thresholds())
         if len(short):  # a cell that bought too few steps cannot carry a call, whatever its interval says
             c.update(call="abstain", reason=f"{len(short)} pilot cell(s) ran fewer than {MIN_PILOT_STEPS} optimizer steps "
                      f"({', '.join(f'{a} {s:g}' for a, s in short.groupby('arm').steps.min().items())}): raise the budget or the fraction")
         if copies:  # seeds that are copies of one run: the interval's unit is not there
             c.update(call="abstain", reason=f"seeds {copies}: identical results on every target and prompt, so the notebook does not use its "
                      "`seed` (pass seed=seed to GRPOConfig and seed whatever it samples)")
-        rows.append(dict(target=t, **c, recommended_arm=c["call_arm"]))
-    return PilotResult(pd.DataFrame(rows), cells, float(budget), Path(runs_dir))
+        decisive = c["call"] != "abstain"
+        rows.append(dict(target=t, role="primary" if i == 0 else "secondary", **c, recommended_arm=c["call_arm"] if decisive else own_arm,
+                         basis="the frozen rule's call" if decisive else "the rule abstains: your own arm",
+                         best_observed_arm=d.groupby("arm")[t].mean().idxmax()))
+    return PilotResult(pd.DataFrame(rows), cells, float(budget), Path(runs_dir), own_arm, own_from, validation)
 
 # %% ../nbs/08a_pilot.ipynb #7ea2e56e
 PILOT_HEADER = "# race pilot wrote this grid (sha256 {sha}); it rewrites it only while unedited: edit it, then run it with race grid run\n"
@@ -179,7 +253,7 @@ def run_pilot(template, # the user's notebook
               budget: float, # the full run's FLOP budget
               config=None, # the user's GRPOConfig: arms around it (default: around the notebook's own n, m, mu, beta)
               arms=None, # or arm names
-              fraction: float = 0.1, # each pilot cell's share of the budget
+              fraction: float = PILOT_FRACTION, # each pilot cell's share of the budget (the frozen rule's: 1/8)
               seeds=PILOT_SEEDS, # the pilot's own seeds
               params: dict | None = None, # the template's own parameters
               runs_root="runs", # the pilot runs in <runs_root>/<name>/ (its grid file beside it)
@@ -190,6 +264,7 @@ def run_pilot(template, # the user's notebook
               retry_failed: bool = False, # run the pilot's failed cells again
              ) -> PilotResult:
     "Build the pilot grid around the user's run, run its first cell alone and refuse a pilot whose cells buy too few steps (measured on that cell's first step), then run the rest (resumable: a rerun skips finished cells) and make the call per target."
+    from race_nb.contract import check_template
     from race_nb.grid import aggregate, run_grid
     g = pilot_grid(template, budget, arms, config, fraction, seeds, params, name)
     path = Path(runs_root) / f"{g['name']}.yaml"
@@ -212,7 +287,8 @@ def run_pilot(template, # the user's notebook
         raise RuntimeError(f"the pilot's first cell ({g['axes']['arm'][0]}, seed {g['seeds'][0]}) failed: {first.error.iloc[0]}; its log is "
                            f"{cell / 'cell.log'}. Fix the notebook (an edited one runs again) or rerun with --retry-failed")
     _write_pilot_grid(path, g, runs_root)
-    return pilot_calls(run(), budget)
+    mine, where = own_arm(check_template(Path(template).resolve()), config)
+    return pilot_calls(run(), budget, own_arm=mine, own_from=where)
 
 def _run_with_flop_check(path, runs_root, workers, executor, flop_check: bool, run_grid, resources=None, retry_failed=False, min_cycles=0.0) -> Path:
     "run_grid (`min_cycles`: what the cells' trainers check on their first step), with RACE_FLOP_CHECK=1 for the cells' kernels while it runs when `flop_check` (the caller's environment restored)."
@@ -220,7 +296,7 @@ def _run_with_flop_check(path, runs_root, workers, executor, flop_check: bool, r
     with environ(**({"RACE_FLOP_CHECK": "1"} if flop_check else {})):
         return run_grid(path, runs_root, workers, executor, retry_failed=retry_failed, resources=resources, min_cycles=min_cycles)
 
-def pilot_plan(template, budget: float, config=None, arms=None, fraction: float = 0.1, seeds=PILOT_SEEDS, params=None, runs_root="runs",
+def pilot_plan(template, budget: float, config=None, arms=None, fraction: float = PILOT_FRACTION, seeds=PILOT_SEEDS, params=None, runs_root="runs",
                name: str | None = None) -> pd.DataFrame:
     "Write the pilot's grid file as `run_pilot` would and list its cells (cell id, arm, seed, budget) without running any."
     from race_nb.grid import load_grid
@@ -231,7 +307,7 @@ def pilot_plan(template, budget: float, config=None, arms=None, fraction: float 
     return pd.DataFrame([dict(cell=c["id"], arm=c["params"]["arm"], seed=c["params"]["seed"], budget=c["params"]["budget"]) for c in load_grid(path)["cells"]])
 
 def pilot_command(template, # the user's notebook
-                  budget: float, fraction: float = 0.1, # as `run_pilot`
+                  budget: float, fraction: float = PILOT_FRACTION, # as `run_pilot`
                   params: dict | None = None, # the template's own parameters (`--set`)
                   arms=None, seeds=None, # only when not the defaults
                   runs_root=None, # `--runs` (default: runs)

@@ -17,10 +17,11 @@ __all__ = ['PILOT_ARMS', 'FITS', 'FIT_COMPLEXITY', 'REGIMES', 'EQUIVALENCE_MARGI
            'CALLS', 'PAPER', 'pilot_grid', 'fit_curve', 'predict_curve', 'loo_points', 'loo_errors', 'select_fit',
            'best_rho', 'synthetic_results', 'Thresholds', 'rho_prime', 'arm_values', 'contrast_components',
            'paired_interval', 'null_arms', 'calibration_table', 'update_sides', 'update_call', 'truth_label',
-           'config_keys', 'select_config', 'group_keys', 'diagnose', 'detectable_difference', 'power_table',
-           'cohen_kappa', 'kappa_note', 'call_validation', 'validate', 'validation_summary', 'confusion_table',
-           'bootstrap_validation', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
-           'size_bought', 'size_coupling', 'require_done', 'diagnose_runs', 'format_regimes']
+           'fit_prior_variance', 'moderate_calls', 'moderated_calibration', 'config_keys', 'select_config',
+           'group_keys', 'diagnose', 'detectable_difference', 'power_table', 'cohen_kappa', 'kappa_note',
+           'call_validation', 'validate', 'validation_summary', 'confusion_table', 'bootstrap_validation',
+           'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern', 'size_bought',
+           'size_coupling', 'require_done', 'diagnose_runs', 'format_regimes']
 
 # %% ../nbs/08_race.ipynb #67ec2c8b
 PILOT_ARMS = ("n16-m4", "n8-m4", "n8-m8", "n8-m8-mu4")
@@ -342,6 +343,91 @@ def truth_label(D: np.ndarray, # [seed, prompt] high-minus-low differences (prom
     lo, hi, lo2, hi2 = c["est"] - h, c["est"] + h, c["est"] - h2, c["est"] + h2
     label = ("equivalent" if -margin < lo2 and hi2 < margin else "high-update" if lo > 0 else "low-update" if hi < 0 else "undetermined")
     return dict(label=label, est=c["est"], lo=lo, hi=hi, lo_tost=lo2, hi_tost=hi2, seeds=c["S"], se=c["se"], df=c["df"])
+
+# %% ../nbs/08_race.ipynb #494275ef
+def _trigamma_inverse(x: float) -> float:
+    "y with trigamma(y) = x (Newton's method, as limma's trigammaInverse)."
+    from scipy.special import polygamma
+    if x > 1e7: return 1 / math.sqrt(x)
+    if x < 1e-6: return 1 / x
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        dif = tri * (1 - tri / x) / float(polygamma(2, y))
+        y += dif
+        if -dif / y < 1e-8: break
+    return y
+
+def fit_prior_variance(s2, # sample variances, one per configuration
+                       d, # their degrees of freedom
+                      ) -> tuple[float, float]:
+    "Empirical-Bayes prior of sample variances (limma's fitFDist without covariates): (d0, s0^2); d0 = inf where they spread no more than sampling explains, 0 with fewer than 3 usable variances."
+    from scipy.special import digamma, polygamma
+    s2, d = np.asarray(s2, float), np.broadcast_to(np.asarray(d, float), np.shape(s2))
+    ok = np.isfinite(s2) & (s2 > 0) & (d > 0)
+    if ok.sum() < 3: return 0.0, float("nan")
+    s2, d = s2[ok], d[ok]
+    e = np.log(s2) - digamma(d / 2) + np.log(d / 2)
+    emean, evar = float(e.mean()), float(e.var(ddof=1) - np.mean(polygamma(1, d / 2)))
+    if evar <= 0: return float("inf"), float(np.exp(emean))
+    d0 = 2 * _trigamma_inverse(evar)
+    return d0, float(np.exp(emean + digamma(d0 / 2) - np.log(d0 / 2)))
+
+def _moderated(est, v_seed, se, S, d0, s02, alpha) -> tuple[float, float, float, float]:
+    "(se, df, lo, hi) of one contrast with its seed variance shrunk to the prior (d0, s0^2)."
+    d, s2 = S - 1, v_seed * S
+    extra = max(0.0, se ** 2 - v_seed)  # the prompt part of the variance, as contrast_components gave it
+    post = s2 if d0 == 0 else s02 if not np.isfinite(d0) else (d0 * s02 + d * s2) / (d0 + d)
+    df = d + d0 if np.isfinite(d0) else 1e6
+    se_m = math.sqrt(post / S + extra)
+    h = _t_ppf(1 - alpha / 2, float(df)) * se_m
+    return se_m, float(df), est - h, est + h
+
+def moderate_calls(tab: pd.DataFrame, # `diagnose` rows (n_seeds, se, v_seed, contrast)
+                   th: "Thresholds" = None, by=("model", "target"), # the population level the seed variances are pooled over
+                  ) -> pd.DataFrame:
+    "The update calls redone with a moderated t: per `by` group, the seed variances' empirical-Bayes prior (`fit_prior_variance`), each configuration's variance shrunk to it, the interval and call redone where the interval decided them. Adds prior_df and prior_var."
+    th = th or Thresholds()
+    out = tab.copy()
+    out["prior_df"], out["prior_var"] = np.nan, np.nan
+    by = [b for b in by if b in out]
+    for _, g in (out.groupby(by, dropna=False) if by else [(None, out)]):
+        use = g[(g.n_seeds >= 2) & np.isfinite(g.v_seed.astype(float)) & np.isfinite(g.se.astype(float))]
+        s2, d = (use.v_seed * use.n_seeds).to_numpy(float), (use.n_seeds - 1).to_numpy(float)
+        if len(use) < 4: continue  # a prior from the others needs three of them
+        for j, (i, r) in enumerate(use.iterrows()):  # each configuration's prior from the others (leave one out: its own variance is not counted twice)
+            o = np.arange(len(use)) != j
+            d0, s02 = fit_prior_variance(s2[o], d[o])
+            if d0 >= d[o].sum():  # they agree at least as well as sampling allows: the others' pooled variance, on their degrees of freedom
+                d0, s02 = float(d[o].sum()), float((d[o] * s2[o]).sum() / d[o].sum())
+            out.loc[i, ["prior_df", "prior_var"]] = d0, s02
+            se, df, lo, hi = _moderated(float(r.contrast), float(r.v_seed), float(r.se), int(r.n_seeds), d0, s02, th.alpha)
+            out.loc[i, ["se", "df", "contrast_lo", "contrast_hi"]] = se, df, lo, hi
+            if r.call == "abstain" and r.reason and "interval covers 0" not in r.reason: continue  # a tie or too few seeds stays an abstention
+            call = "high-update" if lo > 0 else "low-update" if hi < 0 else "abstain"
+            out.loc[i, ["call", "reason"]] = call, "" if call != "abstain" else f"the {1 - th.alpha:.0%} moderated interval covers 0"
+    return out
+
+def moderated_calibration(configs: int = 12, # configurations per population
+                          S: int = 3, seed_sd: float = 0.03, # training seeds; the common level of the per-seed contrast's sd
+                          spread: float = 0.5, # sd of log(seed sd) across configurations
+                          effect: float = 0.0, reps: int = 100, P: int = 1000, th: "Thresholds" = None, seed: int = 0) -> dict:
+    "Share of decisive calls over simulated populations of configurations with a known contrast: the per-configuration t and the moderated t."
+    th, rng = th or Thresholds(), np.random.default_rng(seed)
+    plain, moder = [], []
+    for _ in range(reps):
+        sds = seed_sd * np.exp(rng.normal(0, spread, configs))
+        rows = []
+        for sd in sds:
+            c = contrast_components(_paired_diff(null_arms(S, P, float(sd), effect, rng=rng), [1], [0]))
+            h = _t_ppf(1 - th.alpha / 2, c["df"]) * c["se"]
+            rows.append(dict(model="m", target="t", n_seeds=S, contrast=c["est"], se=c["se"], v_seed=c["v_seed"], df=c["df"],
+                             contrast_lo=c["est"] - h, contrast_hi=c["est"] + h, reason="",
+                             call="high-update" if c["est"] - h > 0 else "low-update" if c["est"] + h < 0 else "abstain"))
+        t = pd.DataFrame(rows)
+        plain.append((t.call != "abstain").mean()); moder.append((moderate_calls(t, th).call != "abstain").mean())
+    return dict(configs=configs, seeds=S, seed_sd=seed_sd, spread=spread, effect=effect, reps=reps,
+                plain=float(np.mean(plain)), moderated=float(np.mean(moder)))
 
 # %% ../nbs/08_race.ipynb #70bcb9dc
 def _confidence(g: pd.DataFrame, target: str, sibling: float | None, call: dict, th: Thresholds) -> float:

@@ -14,11 +14,12 @@ from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
 from .flops import BUDGET_COMPONENTS
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'INFORMATIVE', 'MIN_DECISIVE', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS', 'SITE_CSS',
-           'PAGE_PRELOAD', 'USER_PAGES', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute',
-           'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'paper_claims',
-           'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml',
-           'retitle', 'page_chrome', 'for_readers', 'render_fallback', 'render_quarto', 'user_grid', 'run_notebooks',
+__all__ = ['COLORS', 'REWARD_COLORS', 'CALL_COLORS', 'INFORMATIVE', 'MIN_DECISIVE', 'CURVE_KEYS', 'MATH', 'CDN_SCRIPTS',
+           'SITE_CSS', 'PAGE_PRELOAD', 'USER_PAGES', 'load_results', 'load_ledgers', 'label', 'grid_card',
+           'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full',
+           'config_label', 'calls_table', 'plot_forest', 'plot_contrasts', 'paper_claims', 'grid_axes',
+           'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'math_to_mathml', 'retitle',
+           'page_chrome', 'for_readers', 'render_fallback', 'render_quarto', 'user_grid', 'run_notebooks',
            'execute_report', 'pick_renderer', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
@@ -169,6 +170,84 @@ def plot_pilot_vs_full(pilot: pd.DataFrame, full: pd.DataFrame, target: str = "p
     axes.flat[0].legend(fontsize=6)
     fig.tight_layout()
     return fig
+
+# %% ../nbs/09_report.ipynb #279d1c06
+CALL_COLORS = {"high-update": "#DD8452", "low-update": "#4C72B0", "abstain": "#8c8c8c"}
+
+def config_label(row, keys) -> str:
+    "A configuration as text: its key values joined by ' / ' (floats as %g)."
+    return " / ".join(f"{row[k]:g}" if isinstance(row[k], float) else str(row[k]) for k in keys)
+
+def _txt(v, fmt: str = "{}") -> str:
+    "A cell of a readable table: '-' for a missing value, never 'nan' or 'None'."
+    return "-" if v is None or (isinstance(v, float) and not np.isfinite(v)) or (isinstance(v, str) and not v) else fmt.format(v)
+
+def _ci_text(v, lo, hi, digits: int = 3) -> str:
+    if v is None or not np.isfinite(v): return "-"
+    return f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else f"{v:+.{digits}f} (no interval)"
+
+def calls_table(tab: pd.DataFrame, # `race.diagnose` / `diagnose_runs` rows
+                keys: list | None = None, # the configuration columns (default: those before `target`)
+               ) -> pd.DataFrame:
+    "RACE's calls as a person reads them: one row per configuration and target, text only (no cut column, no NaN)."
+    keys = keys or list(tab.columns[:list(tab.columns).index("target")])
+    rows = []
+    for _, r in tab.iterrows():
+        g = r.get
+        rows.append({"configuration": config_label(r, keys), "target": r["target"], "call": _txt(g("call")),
+                     "contrast, high minus low [95%]": _ci_text(g("contrast", np.nan), g("contrast_lo", np.nan), g("contrast_hi", np.nan)),
+                     "seeds": _txt(g("n_seeds"), "{:.0f}"), "why it abstains": _txt(g("reason")) if g("call") == "abstain" else "",
+                     "recommended arm": _txt(g("call_arm")),
+                     "best rho (fit)": f"{g('best_rho'):.2f} ({g('fit')})" if isinstance(g("best_rho"), float) and np.isfinite(g("best_rho")) else "-",
+                     "regime (fit)": _txt(g("regime"))})
+    return pd.DataFrame(rows)
+
+def plot_forest(rows: pd.DataFrame, # one per configuration: configuration, contrast, contrast_lo, contrast_hi, call
+                full: pd.DataFrame | None = None, # the same columns for the full-budget runs (drawn beside, filled squares)
+                target: str = "pass1_id", ax=None):
+    "Forest plot: each configuration's high-minus-low-update contrast with its 95% interval, coloured by the call."
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    if not len(rows): raise ValueError("plot_forest: no configuration to draw")
+    labels = list(dict.fromkeys(rows.configuration))
+    if ax is None: _, ax = plt.subplots(figsize=(7.0, 0.42 * len(labels) + 1.3))
+    y = {c: len(labels) - 1 - i for i, c in enumerate(labels)}
+    for t, dy, marker, name in ((rows, 0.14 if full is not None else 0.0, "o", "pilot"), (full, -0.14, "s", "full budget")):
+        if t is None: continue
+        for r in t.itertuples():
+            if r.configuration not in y or not np.isfinite(r.contrast): continue
+            col = CALL_COLORS.get(r.call, "#8c8c8c")
+            if np.isfinite(r.contrast_lo) and np.isfinite(r.contrast_hi):
+                ax.errorbar(r.contrast, y[r.configuration] + dy, xerr=[[max(0.0, r.contrast - r.contrast_lo)], [max(0.0, r.contrast_hi - r.contrast)]], fmt=marker,
+                            color=col, capsize=3, ms=5)
+            else: ax.plot(r.contrast, y[r.configuration] + dy, marker, mfc="none", color=col, ms=6)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(list(y.values()), labels=list(y))
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.set_xlabel(f"{target}: high- minus low-update contrast, 95% interval")
+    handles = [Line2D([], [], color=c, marker="o", ls="", label=k) for k, c in CALL_COLORS.items()]
+    if full is not None: handles += [Line2D([], [], color="black", marker=m, ls="", mfc="none", label=n) for m, n in (("o", "pilot"), ("s", "full budget"))]
+    ax.legend(handles=handles, fontsize=7, loc="best")
+    ax.figure.tight_layout()
+    return ax.figure
+
+def plot_contrasts(vt: pd.DataFrame, # `race.validate` rows (pilot_contrast, pilot_lo, pilot_hi, full_contrast, full_lo, full_hi, full_call)
+                   target: str = "pass1_id", ax=None):
+    "The pilot's contrast against the full budget's, per configuration, both with their 95% intervals; on the diagonal they agree."
+    import matplotlib.pyplot as plt
+    ok = vt[np.isfinite(vt.pilot_contrast.astype(float)) & np.isfinite(vt.full_contrast.astype(float))]
+    if not len(ok): raise ValueError("plot_contrasts: no configuration with both a pilot and a full-budget contrast")
+    if ax is None: _, ax = plt.subplots(figsize=(4.6, 4.3))
+    err = lambda v, lo, hi: np.nan_to_num(np.abs(np.array([v - lo, hi - v], float)), nan=0.0)
+    for r in ok.itertuples():
+        ax.errorbar(r.pilot_contrast, r.full_contrast, xerr=err(r.pilot_contrast, r.pilot_lo, r.pilot_hi)[:, None],
+                    yerr=err(r.full_contrast, r.full_lo, r.full_hi)[:, None], fmt="o", ms=5, capsize=2, color=CALL_COLORS.get(r.full_call, "#8c8c8c"))
+    lim = np.nanmax(np.abs(np.r_[ok.pilot_lo, ok.pilot_hi, ok.full_lo, ok.full_hi, ok.pilot_contrast, ok.full_contrast].astype(float))) * 1.1
+    ax.plot([-lim, lim], [-lim, lim], color="black", lw=0.7, ls="--"); ax.axhline(0, color="gray", lw=0.5); ax.axvline(0, color="gray", lw=0.5)
+    ax.set_xlim(-lim, lim); ax.set_ylim(-lim, lim)
+    ax.set_xlabel(f"pilot contrast ({target})"); ax.set_ylabel("full-budget contrast (colour: its call)")
+    ax.figure.tight_layout()
+    return ax.figure
 
 # %% ../nbs/09_report.ipynb #ab538a77
 def _fmt_ci(v, lo, hi, digits=2) -> str:

@@ -1,7 +1,7 @@
 """The tables of results/race-forecast/README.md: RACE's forecasting rules and the baselines, per population, from the runs
 (or the committed parquet copies). Nothing typed in.
 
-    python results/forecast_tables.py dev [--runs RUNS_ROOT] [--write]
+    python results/forecast_tables.py dev [--runs RUNS_ROOT] [--write] [--validation]
 
 dev: the development pilot (grids/race-forecast-dev-pilot.yaml: population 2's configurations, two arms at a quarter of
 the budget, 8 milestones, seeds 30-32) against population 2's committed full side (results/race-regimes2/full_*.parquet).
@@ -13,7 +13,7 @@ by it is frozen in race_nb.forecast.FROZEN (pinned by a test) before any held-ou
 - selection: the lowest mean regret of the recommended arm on pass@1 among the rules whose decisive calls are right at
   least 80% of the time with at least 2 decisive calls; if none qualifies, the lowest mean regret; ties to the cheaper pilot.
 """
-import argparse, sys
+import argparse, json, sys
 from pathlib import Path
 
 import pandas as pd
@@ -71,6 +71,46 @@ def fmt(v, lo=None, hi=None):
     return f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}]" if lo is not None and pd.notna(lo) else f"{v:.3f}"
 
 
+LABELS = {"dev": "development (population 2: tiny-l x sparse/dense/prm x 4 learning rates, 12 configurations; truth 3 seeds)",
+          "dev8": "development (population 2: tiny-l x sparse/dense/prm x 4 learning rates, 12 configurations; truth 8 seeds)",
+          "heldout": "held-out test (population 3: tiny-m x sparse/dense/prm x 3 learning rates, 9 configurations; pre-registered)"}
+VALIDATION = HERE / "race-forecast" / "validation.json"  # what `race pilot` reads for its reliability note
+
+
+def progress(pop: str, runs_root: Path | None) -> tuple[bool, str]:
+    "Whether every cell of the population's pilot and full grids is done (in runs_root, else in the committed copies), and a line saying how far they got."
+    from race_nb.core import project_root
+    from race_nb.grid import load_grid
+    name, full_dir = POPULATIONS[pop]
+    if pop != "heldout": return True, "done"
+    counts = []
+    for grid, copy in ((name, HERE / "race-forecast" / "heldout_pilot_results.parquet"), (name.replace("-pilot", "-full"), full_dir / "full_results.parquet")):
+        want = len(load_grid(project_root() / "grids" / f"{grid}.yaml")["cells"])
+        d = runs_root / grid if runs_root else None
+        got = aggregate(d, write=False) if d is not None and d.is_dir() else pd.read_parquet(copy) if copy.exists() else pd.DataFrame(columns=["status"])
+        counts.append((grid, int((got.status == "done").sum()), want))
+    done = all(g == w for _, g, w in counts)
+    line = ", ".join(f"{g} {k} of {w} cells done" for g, k, w in counts)
+    return done, ("done" if done else f"not finished: {line} (resume: race grid run grids/<grid>.yaml --runs runs --workers 2)"
+                  if any(k for _, k, _ in counts) else "not run")
+
+
+def record(pop: str, vt: pd.DataFrame, s: pd.DataFrame, rt: pd.DataFrame, full: pd.DataFrame, n_boot: int) -> dict:
+    "The validation record of the frozen rule on one population (validation.json)."
+    rule, s, rt = FROZEN["name"], s.set_index("method"), rt.set_index("method")
+    t = vt[vt.method == rule]
+    det = t[(t.call != "abstain") & t.truth.isin(["high-update", "low-update"])]
+    best = f"best arm at the pilot budget ({FROZEN['cutoff']:g})"
+    tri = lambda m: [float(rt.loc[m, "vs_base"]), float(rt.loc[m, "vs_base_lo"]), float(rt.loc[m, "vs_base_hi"])]
+    rec = dict(label=LABELS[pop], status="done", configurations=int(t.config.nunique()), decisive=int(s.loc[rule, "decisive"]),
+               on_determinate=len(det), right=int((det.call == det.truth).sum()), vs_default=tri(rule), best_vs_default=tri(best),
+               truths={k: int(v) for k, v in t.truth.value_counts().items()})
+    if pop == "heldout":
+        v = heldout_verdict(vt, full, rule, n_boot=n_boot)
+        rec.update(verdict=v["verdict"], reason=v["reason"], E1=[v["E1"], v["E1_lo"], v["E1_hi"]], E2=[v["E2_right"], v["E2_calls"], v["E2_lo"], v["E2_hi"]], E3=v["E3"])
+    return rec
+
+
 def table(t: pd.DataFrame) -> str:
     return "\n".join(["| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
                      + ["| " + " | ".join(map(str, r)) + " |" for r in t.itertuples(index=False)])
@@ -82,9 +122,19 @@ def main():
     ap.add_argument("--runs", default=None)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--n-boot", type=int, default=2000)
+    ap.add_argument("--validation", action="store_true", help=f"write the frozen rule's record per population into {VALIDATION.relative_to(HERE.parent)}")
     a = ap.parse_args()
+    runs_root = Path(a.runs) if a.runs else None
+    val = json.loads(VALIDATION.read_text()) if VALIDATION.exists() else {}
+    val.update(rule=FROZEN["name"], target="pass1_id", written_by="results/forecast_tables.py --validation")
+    val.setdefault("populations", {})
     for pop in a.populations:
-        pilot, pp, ms, full, fpp = load(pop, Path(a.runs) if a.runs else None, a.write)
+        done, line = progress(pop, runs_root)
+        if not done:  # a pre-registered population is read only once every cell of it is done
+            print(f"# {pop}: {line}\n")
+            val["populations"][pop] = dict(label=LABELS[pop], status=line)
+            continue
+        pilot, pp, ms, full, fpp = load(pop, runs_root, a.write)
         curves = curve_values(pilot, ms, pp, "pass1_id")
         vt = forecast_validation(pilot, curves, full, fpp, FULL_BUDGET, CANDIDATES)
         s = forecast_summary(vt, n_boot=a.n_boot)
@@ -105,6 +155,7 @@ def main():
         print(table(pd.DataFrame(rows)))
         print(f"\nselected by the rule: {select(s)}\n")
         rt = regret_table(vt, full, n_boot=a.n_boot)
+        if pop != "dev": val["populations"][pop] = record(pop, vt, s, rt, full, a.n_boot)  # dev: the same runs as dev8 with the 3-seed truth
         print(f"Paired regret against trl's default arm (two-level bootstrap: configurations, then seeds; {a.n_boot} resamples):\n")
         print(table(pd.DataFrame([dict(method=r.method, regret=fmt(r.regret, r.regret_lo, r.regret_hi),
                                        **{"minus trl's default": fmt(r.vs_base, r.vs_base_lo, r.vs_base_hi)}) for r in rt.itertuples()])) + "\n")
@@ -116,6 +167,9 @@ def main():
             print(f"  E3 (secondary) Spearman of forecast and truth over {v['configurations']} configurations: {v['E3']:+.2f}; decisive calls {v['decisive']}; truths {v['truths']}\n")
         cols = ["config", "truth", "truth_est", "method", "call", "forecast", "forecast_lo", "forecast_hi", "recommended_arm", "regret"]
         print(vt[vt.kind == "rule"][cols].to_string(index=False, float_format=lambda x: f"{x:+.3f}"))
+    if a.validation:
+        VALIDATION.write_text(json.dumps(val, indent=1) + "\n")
+        print(f"\nwrote {VALIDATION}")
 
 
 if __name__ == "__main__":

@@ -7,3 +7,28 @@ def test_the_frozen_rule_is_pinned():
     assert frozen_rule() == dict(method="fixed", cutoff=0.5, skip=1)
     assert (FROZEN["pilot_fraction"], FROZEN["milestones"], FROZEN["seeds"], FROZEN["alpha"], FROZEN["abstain_arm"]) == (0.25, 8, 3, 0.05, "n8-m8")
     assert "re-selected 2026-12-04" in FROZEN["chosen_on"]  # issue 53: re-frozen (the same rule) on the 8-seed truth, before the amended held-out runs
+
+
+def test_the_validation_record_is_what_the_committed_runs_give():
+    "Issue 53: `race pilot`'s reliability note reads results/race-forecast/validation.json; its development record must be what\n    results/forecast_tables.py computes from the committed parquet copies (nothing typed in). The points and counts are recomputed\n    here; the bootstrap intervals come from the same code with a fixed seed."
+    import json, sys
+    from race_nb.core import project_root
+    from race_nb.forecast import curve_values, forecast_validation
+    sys.path.insert(0, str(project_root() / "results"))
+    import forecast_tables as ft
+    rec = json.loads((project_root() / "results" / "race-forecast" / "validation.json").read_text())
+    assert rec["rule"] == FROZEN["name"] and rec["target"] == "pass1_id"
+    dev = rec["populations"]["dev8"]
+    pilot, pp, ms, full, fpp = ft.load("dev8", None, False)
+    vt = forecast_validation(pilot, curve_values(pilot, ms, pp, "pass1_id"), full, fpp, ft.FULL_BUDGET, ft.CANDIDATES)
+    t = vt[vt.method == FROZEN["name"]]
+    det = t[(t.call != "abstain") & t.truth.isin(["high-update", "low-update"])]
+    assert (dev["configurations"], dev["decisive"], dev["on_determinate"], dev["right"]) == (
+        t.config.nunique(), int((t.call != "abstain").sum()), len(det), int((det.call == det.truth).sum()))
+    regret = vt.groupby("method").regret.mean()
+    best = f"best arm at the pilot budget ({FROZEN['cutoff']:g})"
+    assert abs(dev["vs_default"][0] - (regret[FROZEN["name"]] - regret["trl's default arm"])) < 1e-12
+    assert abs(dev["best_vs_default"][0] - (regret[best] - regret["trl's default arm"])) < 1e-12
+    assert dev["best_vs_default"][1] <= dev["best_vs_default"][0] <= dev["best_vs_default"][2]
+    assert dev["truths"] == {k: int(v) for k, v in t.truth.value_counts().items()}
+    assert "status" in rec["populations"]["heldout"]  # not run, how far it got, or done with its verdict

@@ -146,11 +146,12 @@ def test_an_edited_notebook_runs_again_and_cells_that_score_other_prompts_are_re
 
 
 def test_the_chapters_printed_command_runs_the_same_pilot(tmp_path):
-    "Issue 40: 10_own_run prints `pilot_command(...)` for its `run_pilot(...)`; that command plans the same cells (same ids), with arms around the notebook's own."
-    from race_nb.pilot import pilot_command, pilot_plan
-    pilot = dict(budget=1e10, fraction=0.1, params=dict(completion_tokens=8), runs_root=tmp_path)
+    "Issues 40, 53: 10_own_run prints `pilot_command(...)` for its `run_pilot(...)`; that command plans the same cells (same ids): the frozen rule's design, two arms around the notebook's own at 1/8."
+    from race_nb.pilot import PILOT_FRACTION, pilot_command, pilot_plan
+    pilot = dict(budget=1e10, params=dict(completion_tokens=8), runs_root=tmp_path)  # as the chapter: the defaults
     ours = pilot_plan(OWN, **pilot)
-    assert sorted(ours.arm.unique()) == ["n4-m4", "n4-m4-mu2", "n8-m4"], ours  # around own_run's n = m = 4, mu = 1
+    assert sorted(ours.arm.unique()) == ["n4-m4-mu2", "n8-m4"], ours  # around own_run's n = m = 4, mu = 1; the own arm is not run
+    assert len(ours) == 6 and (ours.budget == 1e10 * PILOT_FRACTION).all(), ours
     cmd = pilot_command(OWN.relative_to(project_root()), **pilot).split()
     assert cmd[:2] == ["race", "pilot"]
     res = subprocess.run([RACE, *cmd[1:], "--plan"], capture_output=True, text=True, cwd=project_root())

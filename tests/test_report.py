@@ -43,6 +43,9 @@ def test_fallback_report(site_build):
     assert "ratio" in (site / "method.html").read_text()
     race = (site / "race.html").read_text()
     assert "Validated against the full-budget runs" in race and "accuracy_decisive" in race  # --full reaches the RACE page
+    assert "contrast, high minus low [95%]" in race and "pilot contrast [95%]" in race  # readable tables (issue 53)
+    assert race.count('src="data:image/png;base64,') >= 2, race.count('src="data:image/png')  # the forest plot with the full budget beside
+    assert not re.search(r"<td[^>]*>\s*(nan|None)\s*</td>", race)  # no nan or None in a table
     index = (site / "index.html").read_text()
     assert "What this grid found about the paper" in index and "not enough data" in index  # the claims table, honest about gaps
 

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/07a_grid_spec.ipynb #0207e8de
 from __future__ import annotations
-import dataclasses, hashlib, itertools, json, logging, os
+import dataclasses, hashlib, itertools, json, logging, os, sys
 from pathlib import Path
 import yaml
 from ..core import check_positive, project_root
@@ -17,7 +17,7 @@ __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS'
            'ID_NEUTRAL', 'PREFLIGHT_TIMEOUT', 'GridError', 'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes',
            'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate',
            'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'warning_summary',
-           'grid_models', 'preflight']
+           'grid_models', 'check_kernel', 'preflight']
 
 # %% ../../nbs/07a_grid_spec.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps", "tracking")
@@ -500,10 +500,26 @@ def _load_check(src: str) -> None:
     AutoConfig.from_pretrained(src)
     AutoTokenizer.from_pretrained(src)
 
+def check_kernel(name: str = "race_nb") -> str:
+    "The Jupyter kernel every cell runs in is installed and its Python exists (a fresh machine or a new venv often lacks it, and every cell then fails in seconds); its folder, else `GridError` saying how to install it."
+    import shutil
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    try: spec = KernelSpecManager().get_kernel_spec(name)
+    except NoSuchKernel:
+        raise GridError(f"the Jupyter kernel {name!r} that runs every cell is not installed for this Python ({sys.executable}): "
+                        f"run `{sys.executable} -m ipykernel install --sys-prefix --name {name}` (make setup does); nothing was run") from None
+    exe = spec.argv[0] if spec.argv else ""
+    if not (Path(exe).exists() or shutil.which(exe)):
+        raise GridError(f"the Jupyter kernel {name!r} ({spec.resource_dir}) starts {exe}, which does not exist (a deleted or moved venv?): "
+                        f"run `{sys.executable} -m ipykernel install --sys-prefix --name {name}` again; nothing was run")
+    return spec.resource_dir
+
 def preflight(g: dict, # a `load_grid` result
+              kernel: str | None = "race_nb", # the cells' Jupyter kernel (`check_kernel`; None: not checked)
              ) -> list[dict]:
-    "Before any cell starts: every model the grid names loads its config and tokenizer (a local folder offline; a hub id only from the local cache, or online within PREFLIGHT_TIMEOUT). Raises `GridError` in one line naming the grid key and the path of the first that does not; returns what was checked."
+    "Before any cell starts: the cells' Jupyter kernel is installed (`check_kernel`), and every model the grid names loads its config and tokenizer (a local folder offline; a hub id only from the local cache, or online within PREFLIGHT_TIMEOUT). Raises `GridError` in one line naming the grid key and the path of the first that does not; returns what was checked."
     import concurrent.futures as cf
+    if kernel: check_kernel(kernel)
     models = grid_models(g)
     for m in models:
         bad = lambda why: GridError(f"{g.get('name', 'grid')}: {m['key']}: the {m['what']} cannot be loaded from "
