@@ -179,8 +179,10 @@ def _write_trained(trainer, secs: float, resumed: list, out: Path) -> dict:
     trainer.ledger.save(out / "ledger.parquet")
     write_json(out / "log_history.json", trainer.state.log_history)  # learning curves against FLOPs (report)
     write_atomic(out / "compute_card.txt", trainer.ledger.compute_card(title=f"compute card: {trainer.state.global_step} step(s)") + "\n")
+    ck = next((c for c in trainer.callback_handler.callbacks if type(c).__name__ == "CheckpointCallback"), None)
     rec = dict(steps=trainer.state.global_step, train_seconds=secs, resumed_from=resumed, flops_total=trainer.ledger.total,
-               budget=trainer.ledger.budget, signal=trainer.signal_watch.summary(), time=time.time())
+               budget=trainer.ledger.budget, signal=trainer.signal_watch.summary(), time=time.time(),
+               longest_cycle_seconds=ck.longest_cycle if ck else None, checkpoint_window_seconds=ck.window if ck else None)
     write_json(out / TRAINED, rec)
     return rec
 

@@ -20,9 +20,9 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'SIGNAL_HISTORY', 'CHECKPOINT_REQUEST', 'STOP_NOTED', 'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV',
-           'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback', 'CellInterrupted',
-           'note_stop_signals', 'CheckpointCallback', 'NoSignal', 'NoSignalWarning', 'group_signal',
+__all__ = ['logger', 'SIGNAL_HISTORY', 'CHECKPOINT_REQUEST', 'STOP_NOTED', 'CHECKPOINT_WINDOW_ENV', 'PEAK_FLOPS', 'PROGRESS',
+           'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback',
+           'CellInterrupted', 'note_stop_signals', 'CheckpointCallback', 'NoSignal', 'NoSignalWarning', 'group_signal',
            'signal_step_share', 'carried_no_signal', 'dead_reward_message', 'no_signal_message', 'SignalWatch',
            'peak_flops_of', 'charge_reward_model', 'ModelCharge', 'tracking_args', 'TrackingCallback',
            'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles', 'CycleCheck', 'grpo_args', 'min_budget',
@@ -98,20 +98,25 @@ def note_stop_signals(signals=(signal.SIGUSR2,)):
         for s, h in old.items(): signal.signal(s, h)
 
 # %% ../nbs/05_grpo.ipynb #10347ea6
+CHECKPOINT_WINDOW_ENV = "RACE_CHECKPOINT_WINDOW" # seconds a checkpoint has after Slurm's warning (the Slurm job sets it: signal_delay less 20 s)
+
 class CheckpointCallback(TrainerCallback):
-    "Save a trl checkpoint every `every_steps` optimizer steps or `every_minutes` minutes, and at once when asked to stop (SIGTERM, SIGUSR2, or `request_file` appearing), then raise `CellInterrupted`. Only at generation-cycle boundaries (every `mu` steps): trl does not checkpoint its rollout buffer, so a run resumed there generates exactly where an uninterrupted one does."
+    "Save a trl checkpoint every `every_steps` optimizer steps or `every_minutes` minutes, and at once when asked to stop (SIGTERM, SIGUSR2, or `request_file` appearing), then raise `CellInterrupted`. Only at generation-cycle boundaries (every `mu` steps): trl does not checkpoint its rollout buffer, so a run resumed there generates exactly where an uninterrupted one does. It times every cycle: one longer than the window a checkpoint has after Slurm's warning (`window`, else RACE_CHECKPOINT_WINDOW) is said once in the log, with the signal_delay that would cover it."
     def __init__(self, mu: int, # update passes per generation (steps per cycle)
                  every_steps: int | None = None, every_minutes: float | None = None, # periodic checkpoints (None: off)
                  request_file=None, # a file whose appearance asks for a checkpoint and a stop
                  signals=(signal.SIGTERM, signal.SIGUSR2), # signals that ask for the same (Slurm: preemption, time-limit warning)
-                 spent_seconds: float = 0.0): # training wall time before this run (a resumed run's earlier attempts)
+                 spent_seconds: float = 0.0, # training wall time before this run (a resumed run's earlier attempts)
+                 window: float | None = None): # seconds a checkpoint has after Slurm's warning (None: RACE_CHECKPOINT_WINDOW, if set)
         self.spent, self.mu, self.every_steps, self.every_minutes = spent_seconds, check_positive("mu", mu, integer=True), every_steps, every_minutes
         self.request_file, self.signals, self.asked, self._old = request_file and Path(request_file), signals, None, {}
+        w = window if window is not None else os.environ.get(CHECKPOINT_WINDOW_ENV)
+        self.window, self.longest_cycle, self.window_short = (float(w) if w else None), 0.0, False
 
     def _handle(self, signum, frame): self.asked = signal.Signals(signum).name
 
     def on_train_begin(self, args, state, control, **kw):
-        self.begin = self.last_time = time.time()
+        self.begin = self.last_time = self.cycle_start = time.time()
         self.last_step = state.global_step
         if self.asked is None and STOP_NOTED.get("signal"): self.asked = STOP_NOTED.pop("signal")  # it came while the models loaded
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
@@ -120,6 +125,14 @@ class CheckpointCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
         if self.request_file is not None and self.asked is None and self.request_file.exists(): self.asked = "a checkpoint request"
         if state.global_step % self.mu: return control  # mid-cycle: the rollout buffer would be lost
+        now = time.time()
+        cycle, self.cycle_start = now - self.cycle_start, now
+        self.longest_cycle = max(self.longest_cycle, cycle)
+        if self.window and cycle > self.window and not self.window_short:  # measured, once: Slurm's warning is too short for this cell
+            self.window_short = True
+            logger.warning("a generation cycle took %.0f s, longer than the %.0f s a checkpoint has after Slurm's warning: a stop asked for "
+                           "mid-cycle waits for the cycle's end and may be cut off (losing the work since the last checkpoint); raise "
+                           "resources.signal_delay to at least %d s", cycle, self.window, int(1.5 * cycle + 20) + 1)
         due = (self.every_steps and state.global_step - self.last_step >= self.every_steps) or \
               (self.every_minutes and time.time() - self.last_time >= 60 * self.every_minutes)
         if self.asked or (due and not control.should_training_stop): control.should_save = True
@@ -130,7 +143,8 @@ class CheckpointCallback(TrainerCallback):
         self.last_time, self.last_step = time.time(), state.global_step
         ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and ckpt.is_dir():  # training wall time so far: a resumed cell reports the sum of its attempts
-            write_atomic(ckpt / "elapsed.json", json.dumps({"train_seconds": self.spent + time.time() - self.begin}))
+            write_atomic(ckpt / "elapsed.json", json.dumps({"train_seconds": self.spent + time.time() - self.begin, "longest_cycle_seconds": self.longest_cycle,
+                                                           "checkpoint_window_seconds": self.window}))
         if self.asked:  # the ledger callback (added first) has written the checkpoint's ledger
             self._restore()
             raise CellInterrupted(f"checkpoint-{state.global_step} written after {self.asked}; the cell resumes from it")
