@@ -199,7 +199,7 @@ def _diagnose(runs_dir, full_dir, target: str, moderate: list | None = None) -> 
     ev = lambda d: d.flops_eval.fillna(0).sum() if "flops_eval" in d else 0.0
     print(f"\npilot FLOPs / full grid FLOPs: {pilot.flops_total.sum() / full.flops_total.sum():.1%} of the budgeted FLOPs; "
           f"{(pilot.flops_total.sum() + ev(pilot)) / (full.flops_total.sum() + ev(full)):.1%} with evaluation")
-    keys = ["target", "configurations", "decisive_calls", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
+    keys = ["target", "configurations", "decisive_calls", "decisive_on_determinate", "coverage", "accuracy_decisive", "agreement_with_full_call", "kappa",
             "kappa_vs_full_call", "always_high_accuracy", "majority_accuracy", "same_regime_rate"]
     print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=f3))
 

@@ -561,15 +561,14 @@ def kappa_note(a, b, names=("pilot", "full")) -> str:
 
 # %% ../nbs/08_race.ipynb #5f5beaf2
 def call_validation(tab: pd.DataFrame) -> dict:
-    "Accuracy on decisive pilot calls (against the decisive full call: 'no regime' counts as wrong), coverage, kappas with their notes, the constant baselines, from `validate`'s table."
-    if not len(tab): return dict(decisive_calls=0, coverage=float("nan"), accuracy_decisive=float("nan"))
+    "Accuracy on decisive pilot calls where the full call is decisive (a pilot call where the full runs show no regime is neither right nor wrong: counted apart), coverage, kappas with their notes, the constant baselines, from `validate`'s table."
+    if not len(tab): return dict(decisive_calls=0, decisive_on_determinate=0, decisive_on_no_regime=0, coverage=float("nan"), accuracy_decisive=float("nan"))
     dec = tab[tab.pilot_call != "abstain"]
     both = dec[dec.full_call != "abstain"]
     truth = tab.full_call.replace({"abstain": "no regime"})
     decisive_truths = truth[truth != "no regime"].value_counts()
-    return dict(decisive_calls=len(dec), coverage=len(dec) / len(tab),
-                accuracy_decisive=float((dec.pilot_call == dec.full_call).mean()) if len(dec) else float("nan"),
-                accuracy_where_full_decisive=float((both.pilot_call == both.full_call).mean()) if len(both) else float("nan"),
+    return dict(decisive_calls=len(dec), decisive_on_determinate=len(both), decisive_on_no_regime=len(dec) - len(both), coverage=len(dec) / len(tab),
+                accuracy_decisive=float((both.pilot_call == both.full_call).mean()) if len(both) else float("nan"),
                 agreement_with_full_call=float((tab.pilot_call == tab.full_call).mean()),
                 kappa=cohen_kappa(dec.pilot_call, dec.full_call), kappa_note=kappa_note(dec.pilot_call, dec.full_call),
                 kappa_vs_full_call=cohen_kappa(tab.pilot_call, tab.full_call), kappa_vs_full_call_note=kappa_note(tab.pilot_call, tab.full_call),
@@ -665,10 +664,11 @@ class _Columns:
 def _validation_measures(majority: str) -> dict:
     "Name -> function of a validation table's columns (`_Columns`), for `bootstrap_validation`. The truth is the full grid's decisive call ('no regime' where it abstains); a mean skips missing values."
     dec = lambda t: t[t.pilot_call != "abstain"]
+    det = lambda t: t[(t.pilot_call != "abstain") & (t.full_call != "abstain")]  # decisive calls on determinate truths
     race_all = lambda t: float(((t.pilot_call == t.full_call) & (t.pilot_call != "abstain")).mean())
     return {"same call as the full runs (rate)": lambda t: float((t.pilot_call == t.full_call).mean()),
             "coverage (share of decisive pilot calls)": lambda t: float((t.pilot_call != "abstain").mean()),
-            "accuracy on decisive calls": lambda t: float((dec(t).pilot_call == dec(t).full_call).mean()) if len(dec(t)) else float("nan"),
+            "accuracy on decisive calls": lambda t: float((det(t).pilot_call == det(t).full_call).mean()) if len(det(t)) else float("nan"),
             "Cohen's kappa, pilot call vs full call": lambda t: cohen_kappa(t.pilot_call, t.full_call),
             "Cohen's kappa, decisive calls vs full call": lambda t: cohen_kappa(dec(t).pilot_call, dec(t).full_call),
             "same fit regime (rate)": lambda t: float(t.same_regime.mean()),

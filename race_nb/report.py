@@ -263,13 +263,14 @@ def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
     maj, kappa = s["majority_direction"], "Cohen's kappa, pilot call vs full call"
     base = next((m for m in bv.index if m.startswith(f"baseline: always {maj}")), None)
     here = (f"fixed-fraction pilot; {len(vt)} configurations (full-budget truths: {s['full_truths']}); "
-            f"same call {ci('same call as the full runs (rate)')}; accuracy on {s['decisive_calls']} decisive calls {ci('accuracy on decisive calls')}, "
+            f"same call {ci('same call as the full runs (rate)')}; accuracy on {s['decisive_on_determinate']} decisive calls where the full runs show a regime {ci('accuracy on decisive calls')} ({s['decisive_on_no_regime']} more where they show none), "
             f"coverage {ci('coverage (share of decisive pilot calls)')}; kappa vs the full call {ci(kappa)}"
             + (f" ({s['kappa_vs_full_call_note']})" if s.get("kappa_vs_full_call_note") else "")
             + (f"; always {maj} (an oracle's label): {ci(base)}" if base else ""))
     if s["shared_seeds"]: return here + f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}", "not enough data (pilot not independent)"
     if not s["decisive_calls"]: return here, "not enough data (the pilot abstained everywhere)"
-    if s["decisive_calls"] < MIN_DECISIVE: return here, f"not enough data ({s['decisive_calls']} decisive call(s); a verdict needs {MIN_DECISIVE})"
+    if s["decisive_on_determinate"] < MIN_DECISIVE:
+        return here, f"not enough data ({s['decisive_on_determinate']} decisive call(s) where the full runs show a regime; a verdict needs {MIN_DECISIVE})"
     if vt.full_call.nunique() < 2: return here, f"not testable (every full-budget call is {vt.full_call.iloc[0]}: kappa undefined)"
     kappa_lo = bv.loc[kappa, "lo"]
     ok = s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 and kappa_lo > 0
