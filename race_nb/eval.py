@@ -182,7 +182,7 @@ def _write_trained(trainer, secs: float, resumed: list, out: Path) -> dict:
     ck = next((c for c in trainer.callback_handler.callbacks if type(c).__name__ == "CheckpointCallback"), None)
     rec = dict(steps=trainer.state.global_step, train_seconds=secs, resumed_from=resumed, flops_total=trainer.ledger.total,
                budget=trainer.ledger.budget, signal=trainer.signal_watch.summary(), time=time.time(),
-               longest_cycle_seconds=ck.longest_cycle if ck else None, checkpoint_window_seconds=ck.window if ck else None)
+               longest_wait_seconds=ck.longest_wait if ck else None, checkpoint_window_seconds=ck.window if ck else None)
     write_json(out / TRAINED, rec)
     return rec
 
@@ -218,7 +218,8 @@ def _train_cell(cfg: CellConfig, out_dir, checkpoint_steps, checkpoint_minutes, 
     milestones = MilestoneEval(trainer, cfg, out) if cfg.milestones else None
     if milestones: trainer.add_callback(milestones)  # after the budget's callback: it sees the same step boundary
     if checkpoint:
-        trainer.add_callback(CheckpointCallback(cell_arm(cfg).mu, checkpoint_steps, checkpoint_minutes, out / CHECKPOINT_REQUEST, spent_seconds=spent))
+        trainer.add_callback(CheckpointCallback(cell_arm(cfg).mu, checkpoint_steps, checkpoint_minutes, out / CHECKPOINT_REQUEST, spent_seconds=spent,
+                                                mid_cycle=True))  # a stop request saves at the next step: LedgerGRPOTrainer keeps trl's rollout buffer
     t0 = time.time()
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)  # the trainer keeps its resumes in its checkpoints (`resumed_from`)
     resumed = list(trainer.resumed_from)

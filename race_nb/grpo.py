@@ -20,14 +20,14 @@ from .rewards.core import Reward
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'SIGNAL_HISTORY', 'CHECKPOINT_REQUEST', 'STOP_NOTED', 'CHECKPOINT_WINDOW_ENV', 'PEAK_FLOPS', 'PROGRESS',
-           'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback', 'LedgerCheckpointCallback',
-           'CellInterrupted', 'note_stop_signals', 'CheckpointCallback', 'NoSignal', 'NoSignalWarning', 'group_signal',
-           'signal_step_share', 'carried_no_signal', 'dead_reward_message', 'no_signal_message', 'SignalWatch',
-           'peak_flops_of', 'charge_reward_model', 'ModelCharge', 'tracking_args', 'TrackingCallback',
-           'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles', 'CycleCheck', 'grpo_args', 'min_budget',
-           'load_cell_policy', 'vllm_stops', 'trainer_parts', 'cell_generation_chunk', 'build_trainer',
-           'count_by_component', 'whole_step_check']
+__all__ = ['logger', 'SIGNAL_HISTORY', 'ROLLOUT_BUFFER', 'CHECKPOINT_REQUEST', 'STOP_NOTED', 'CHECKPOINT_WINDOW_ENV',
+           'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback',
+           'mid_cycle', 'LedgerCheckpointCallback', 'CellInterrupted', 'note_stop_signals', 'CheckpointCallback',
+           'NoSignal', 'NoSignalWarning', 'group_signal', 'signal_step_share', 'carried_no_signal',
+           'dead_reward_message', 'no_signal_message', 'SignalWatch', 'peak_flops_of', 'charge_reward_model',
+           'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles',
+           'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts',
+           'cell_generation_chunk', 'build_trainer', 'count_by_component', 'whole_step_check']
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards
@@ -66,9 +66,15 @@ class BudgetCallback(TrainerCallback):
 
 # %% ../nbs/05_grpo.ipynb #8dc44892
 SIGNAL_HISTORY = "signal_history.json" # in a checkpoint: the signal watch's per-step records, so a resumed run's end-of-run check sees every step
+ROLLOUT_BUFFER = "rollout_buffer.pt" # in a checkpoint taken inside a generation cycle: trl's buffered rollouts and its micro-step, so the cycle goes on
+
+def mid_cycle(trainer) -> bool:
+    "Is the trainer inside a generation cycle (its next micro-step would reuse trl's buffered rollouts, not generate)?"
+    every = trainer.args.steps_per_generation * trainer.num_iterations
+    return getattr(trainer, "_buffered_inputs", None) is not None and trainer._step % every != 0
 
 class LedgerCheckpointCallback(TrainerCallback):
-    "Write the ledger, the run's resumes so far and its signal watch's steps into every checkpoint folder, so a resumed run continues all three."
+    "Write the ledger, the run's resumes so far and its signal watch's steps into every checkpoint folder, so a resumed run continues all three; inside a generation cycle also trl's rollout buffer (`ROLLOUT_BUFFER`), so the run resumes mid-cycle."
     def __init__(self, ledger: FlopsLedger, trainer=None): self.ledger, self.trainer = ledger, trainer
     def on_save(self, args, state, control, **kw):
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -76,6 +82,10 @@ class LedgerCheckpointCallback(TrainerCallback):
         if state.is_world_process_zero and ckpt.is_dir():
             write_atomic(ckpt / RESUMES, json.dumps(getattr(self.trainer, "resumed_from", [])))
             if (watch := getattr(self.trainer, "signal_watch", None)) is not None: write_atomic(ckpt / SIGNAL_HISTORY, json.dumps(watch.history))
+            if self.trainer is not None and mid_cycle(self.trainer):  # the rollouts the rest of the cycle trains on
+                tmp = ckpt / (ROLLOUT_BUFFER + ".tmp")
+                torch.save(dict(step=self.trainer._step, buffer=self.trainer._buffered_inputs, signal=getattr(self.trainer, "_signal", None)), tmp)
+                os.replace(tmp, ckpt / ROLLOUT_BUFFER)
             self.ledger.save(ckpt / "ledger.parquet")  # last: it marks the checkpoint complete (`last_checkpoint`)
 
 # %% ../nbs/05_grpo.ipynb #de9cd872
@@ -101,22 +111,24 @@ def note_stop_signals(signals=(signal.SIGUSR2,)):
 CHECKPOINT_WINDOW_ENV = "RACE_CHECKPOINT_WINDOW" # seconds a checkpoint has after Slurm's warning (the Slurm job sets it: signal_delay less 20 s)
 
 class CheckpointCallback(TrainerCallback):
-    "Save a trl checkpoint every `every_steps` optimizer steps or `every_minutes` minutes, and at once when asked to stop (SIGTERM, SIGUSR2, or `request_file` appearing), then raise `CellInterrupted`. Only at generation-cycle boundaries (every `mu` steps): trl does not checkpoint its rollout buffer, so a run resumed there generates exactly where an uninterrupted one does. It times every cycle: one longer than the window a checkpoint has after Slurm's warning (`window`, else RACE_CHECKPOINT_WINDOW) is said once in the log, with the signal_delay that would cover it."
+    "Save a trl checkpoint every `every_steps` optimizer steps or `every_minutes` minutes, and at once when asked to stop (SIGTERM, SIGUSR2, or `request_file` appearing), then raise `CellInterrupted`. Periodic checkpoints only at generation-cycle boundaries (every `mu` steps), where a resumed run generates exactly where an uninterrupted one does; with `mid_cycle` a stop request saves at the next optimizer step, inside a cycle too (the trainer's `LedgerCheckpointCallback` saves trl's rollout buffer with it, and the resumed run finishes the cycle on it). It times what a stop request may have to wait for (an optimizer step with `mid_cycle`, else a cycle): the first one longer than the window a checkpoint has after Slurm's warning (`window`, else RACE_CHECKPOINT_WINDOW) is said once in the log, with the signal_delay that would cover it."
     def __init__(self, mu: int, # update passes per generation (steps per cycle)
                  every_steps: int | None = None, every_minutes: float | None = None, # periodic checkpoints (None: off)
                  request_file=None, # a file whose appearance asks for a checkpoint and a stop
                  signals=(signal.SIGTERM, signal.SIGUSR2), # signals that ask for the same (Slurm: preemption, time-limit warning)
                  spent_seconds: float = 0.0, # training wall time before this run (a resumed run's earlier attempts)
-                 window: float | None = None): # seconds a checkpoint has after Slurm's warning (None: RACE_CHECKPOINT_WINDOW, if set)
+                 window: float | None = None, # seconds a checkpoint has after Slurm's warning (None: RACE_CHECKPOINT_WINDOW, if set)
+                 mid_cycle: bool = False): # a stop request checkpoints at the next optimizer step, inside a cycle too (the trainer saves trl's rollout buffer: LedgerGRPOTrainer)
         self.spent, self.mu, self.every_steps, self.every_minutes = spent_seconds, check_positive("mu", mu, integer=True), every_steps, every_minutes
         self.request_file, self.signals, self.asked, self._old = request_file and Path(request_file), signals, None, {}
         w = window if window is not None else os.environ.get(CHECKPOINT_WINDOW_ENV)
-        self.window, self.longest_cycle, self.window_short = (float(w) if w else None), 0.0, False
+        self.window, self.longest_wait, self.window_short = (float(w) if w else None), 0.0, False
+        self.mid_cycle, self.wait_start = mid_cycle, time.time()
 
     def _handle(self, signum, frame): self.asked = signal.Signals(signum).name
 
     def on_train_begin(self, args, state, control, **kw):
-        self.begin = self.last_time = self.cycle_start = time.time()
+        self.begin = self.last_time = self.wait_start = time.time()
         self.last_step = state.global_step
         if self.asked is None and STOP_NOTED.get("signal"): self.asked = STOP_NOTED.pop("signal")  # it came while the models loaded
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
@@ -124,15 +136,20 @@ class CheckpointCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kw):
         if self.request_file is not None and self.asked is None and self.request_file.exists(): self.asked = "a checkpoint request"
-        if state.global_step % self.mu: return control  # mid-cycle: the rollout buffer would be lost
-        now = time.time()
-        cycle, self.cycle_start = now - self.cycle_start, now
-        self.longest_cycle = max(self.longest_cycle, cycle)
-        if self.window and cycle > self.window and not self.window_short:  # measured, once: Slurm's warning is too short for this cell
-            self.window_short = True
-            logger.warning("a generation cycle took %.0f s, longer than the %.0f s a checkpoint has after Slurm's warning: a stop asked for "
-                           "mid-cycle waits for the cycle's end and may be cut off (losing the work since the last checkpoint); raise "
-                           "resources.signal_delay to at least %d s", cycle, self.window, int(1.5 * cycle + 20) + 1)
+        boundary = state.global_step % self.mu == 0
+        if self.mid_cycle or boundary:  # what a stop request may wait for: one optimizer step with mid_cycle, else one cycle
+            now = time.time()
+            wait, self.wait_start = now - self.wait_start, now
+            self.longest_wait = max(self.longest_wait, wait)
+            if self.window and wait > self.window and not self.window_short:  # measured, once: Slurm's warning is too short for this cell
+                self.window_short = True
+                unit = "an optimizer step" if self.mid_cycle else "a generation cycle"
+                logger.warning("%s took %.0f s, longer than the %.0f s a checkpoint has after Slurm's warning: a stop asked for during one "
+                               "waits for its end and may be cut off (losing the work since the last checkpoint); raise "
+                               "resources.signal_delay to at least %d s", unit, wait, self.window, int(1.5 * wait + 20) + 1)
+        if not boundary:  # mid-cycle: only a stop request saves here, and only where the rollout buffer is saved with it
+            if self.asked and self.mid_cycle: control.should_save = True
+            return control
         due = (self.every_steps and state.global_step - self.last_step >= self.every_steps) or \
               (self.every_minutes and time.time() - self.last_time >= 60 * self.every_minutes)
         if self.asked or (due and not control.should_training_stop): control.should_save = True
@@ -143,7 +160,7 @@ class CheckpointCallback(TrainerCallback):
         self.last_time, self.last_step = time.time(), state.global_step
         ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and ckpt.is_dir():  # training wall time so far: a resumed cell reports the sum of its attempts
-            write_atomic(ckpt / "elapsed.json", json.dumps({"train_seconds": self.spent + time.time() - self.begin, "longest_cycle_seconds": self.longest_cycle,
+            write_atomic(ckpt / "elapsed.json", json.dumps({"train_seconds": self.spent + time.time() - self.begin, "longest_wait_seconds": self.longest_wait,
                                                            "checkpoint_window_seconds": self.window}))
         if self.asked:  # the ledger callback (added first) has written the checkpoint's ledger
             self._restore()
@@ -722,7 +739,7 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
         ck = json.loads(cell)
         if ck.get("checkpoint", True):
             self.add_callback(CheckpointCallback(self.num_iterations, ck.get("checkpoint_steps"), ck.get("checkpoint_minutes"),
-                                                 request_file=Path.cwd() / CHECKPOINT_REQUEST))  # the kernel runs in the cell folder
+                                                 request_file=Path.cwd() / CHECKPOINT_REQUEST, mid_cycle=True))  # the kernel runs in the cell folder
             if ckpt is None: ckpt = True
     if ckpt is True: ckpt = last_checkpoint(self.args.output_dir) if Path(self.args.output_dir).is_dir() else None
     self.resumed_from = checkpoint_resumes(ckpt) + [int(Path(ckpt).name.split("-")[-1])] if ckpt else []  # every resume so far, this one last
@@ -731,6 +748,10 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
         self.ledger.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet"))
         self._flos_seen = self.ledger.total
         if (Path(ckpt) / SIGNAL_HISTORY).exists(): self.signal_watch.history = json.loads((Path(ckpt) / SIGNAL_HISTORY).read_text())
+    if ckpt and (Path(ckpt) / ROLLOUT_BUFFER).exists():  # taken inside a generation cycle: the cycle goes on with the rollouts it had
+        buf = torch.load(Path(ckpt) / ROLLOUT_BUFFER, map_location=self.accelerator.device, weights_only=False)
+        self._step, self._buffered_inputs = buf["step"], buf["buffer"]
+        if buf.get("signal") is not None: self._signal = buf["signal"]
     run = lambda: GRPOTrainer.train(self, str(ckpt) if ckpt else None, *args, **kwargs)
     with _quiet_deprecations():  # RACE_FLOP_CHECK=1 (a pilot's --flop-check): the whole run under FlopCounterMode, by component
         if os.environ.get("RACE_FLOP_CHECK") == "1": out, self.flop_counts = count_by_component(self, run)

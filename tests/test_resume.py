@@ -200,3 +200,43 @@ def test_a_cell_longer_than_its_limit_needs_checkpoints_or_enough_requeues(tmp_p
     plan = plan_grid(g, rate=slow)
     assert plan.allocations.iloc[0] == 7  # 10 min in allocations of 2 min less the 30 s warning
     with pytest.raises(GridError, match="needs 7 allocations of 2 min, more than resources.max_requeues"): check_schedule(g, plan)
+
+
+@pytest.mark.xdist_group("midcycle")  # in-process trainers: any worker may take it
+def test_a_stop_inside_a_generation_cycle_checkpoints_there_and_resumes_the_cycle(tmp_path):
+    "Issue 52: a stop request inside a mu=2 cycle (step 1 of 4) checkpoints at that optimizer step with trl's rollout buffer; the resumed run trains the rest of the cycle on the same rollouts and ends equal to an uninterrupted run (ledger, LoRA weights). Without the buffer the resume would generate again."
+    import torch
+    from transformers import TrainerCallback
+    from race_nb.grpo import ROLLOUT_BUFFER, CellConfig, CellInterrupted, CheckpointCallback, build_trainer
+    cfg = CellConfig(model="tiny-s", reward="sparse", arm="n8-m8-mu2", budget=1e15, max_steps=4, prompts_per_step=4, seed=0)
+
+    class Ask(TrainerCallback):  # a stop request (as Slurm's warning gives one) at the end of step 1: inside the first cycle
+        def __init__(self, ck): self.ck = ck
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == 1: self.ck.asked = "a test's request"
+
+    def trainer(work, ask=False):
+        tr = build_trainer(cfg, work)
+        ck = CheckpointCallback(2, mid_cycle=True)
+        if ask: tr.add_callback(Ask(ck))
+        tr.add_callback(ck)
+        return tr
+
+    def lora(tr): return {k: v.detach().clone() for k, v in tr.model.named_parameters() if "lora_" in k}
+    ref = trainer(tmp_path / "ref"); ref.train()
+    stopped = trainer(tmp_path / "cut", ask=True)
+    with pytest.raises(CellInterrupted, match="checkpoint-1 written"):
+        stopped.train()
+    ckpt = tmp_path / "cut" / "checkpoint-1"
+    assert (ckpt / ROLLOUT_BUFFER).exists() and (ckpt / "ledger.parquet").exists()
+    resumed = trainer(tmp_path / "cut"); resumed.train(resume_from_checkpoint=str(ckpt))
+    assert resumed.state.global_step == ref.state.global_step == 4
+    pd.testing.assert_frame_equal(resumed.ledger.to_frame()[LEDGER_COLS], ref.ledger.to_frame()[LEDGER_COLS])
+    a, b = lora(resumed), lora(ref)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    gens = lambda tr: sorted(tr.ledger.to_frame().query("phase == 'generate'").step.unique().tolist())
+    assert gens(resumed) == gens(ref) == [0, 2]  # one generation per cycle, none repeated at the resume
+    # the control: the same checkpoint without its buffer starts a new cycle at step 1 (what a boundary-only checkpoint forced)
+    (ckpt / ROLLOUT_BUFFER).unlink()
+    again = trainer(tmp_path / "cut"); again.train(resume_from_checkpoint=str(ckpt))
+    assert 1 in gens(again), gens(again)

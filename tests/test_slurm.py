@@ -151,9 +151,9 @@ def test_real_slurm_resources_requeue_and_time_limit(tmp_path, slurm):
     assert big["resumed_from"], big
     assert "requeued" in (cells[BIG] / "attempts.log").read_text()
     assert int(json.loads((cells[BIG] / "status.json").read_text())["slurm_restarts"]) >= 1
-    for b in cells:  # the window a checkpoint has after the warning (signal_delay 60 less 20 s) reached every cell's trainer, which timed its cycles
+    for b in cells:  # the window a checkpoint has after the warning (signal_delay 60 less 20 s) reached every cell's trainer, which timed its steps
         t = json.loads((cells[b] / "trained.json").read_text())
-        assert t["checkpoint_window_seconds"] == 40.0 and t["longest_cycle_seconds"] is not None, t
+        assert t["checkpoint_window_seconds"] == 40.0 and t["longest_wait_seconds"] is not None, t
     for b in cells: same_run(ref_cells[b], cells[b])  # metrics and every ledger event equal the uninterrupted runs
     print(f"requeued job {requeued[0]} at checkpoint-{requeued[1]} -> resumed from {small['resumed_from']}; "
           f"time-limited cell (limit lowered to {limited[1]} min after {limited[2]} s) resumed from {big['resumed_from']}; "

@@ -464,14 +464,15 @@ def memory_summary(plan: "pd.DataFrame") -> str:
     return "\n".join(out)
 
 def warning_summary(plan: "pd.DataFrame") -> str | None:
-    "Cells whose generation cycle is longer than Slurm's warning: a checkpoint asked for at the warning waits for the cycle to end (checkpoints are taken at cycle boundaries), so the cycle in progress may be lost at a time limit (None: every cycle fits)."
+    "Cells whose generation cycle is longer than Slurm's warning: a checkpoint asked for at the warning waits for the optimizer step in progress, and a cycle's first step holds its whole generation, so the cycle time bounds the wait; one longer than the warning may be cut off at a time limit (None: every cycle fits)."
     if "cycle_minutes" not in plan: return None
     p = plan[plan.cycle_minutes.notna() & (plan.cycle_minutes * 60 > plan.signal_delay_s)]
     if not len(p): return None
     worst = p.loc[p.cycle_minutes.idxmax()]
     return (f"Slurm's warning: {len(p)} cell(s) take longer per generation cycle than their signal_delay (the longest: {worst.model} / "
             f"{worst.reward} / {worst.arm}, about {worst.cycle_minutes * 60:.0f} s per cycle at the rate above against {worst.signal_delay_s:g} s): "
-            "a checkpoint at the warning waits for the cycle's end and may be cut off; raise resources.signal_delay above the cycle time")
+            "a checkpoint at the warning waits for the optimizer step in progress (a cycle's first step holds the generation) and may be cut "
+            "off; raise resources.signal_delay above the cycle time (each cell also measures its steps and says so in its cell.log)")
 
 # %% ../../nbs/07a_grid_spec.ipynb #49014298
 def grid_models(g: dict) -> list[dict]:
