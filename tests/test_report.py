@@ -46,6 +46,7 @@ def test_fallback_report(site_build):
     assert "contrast, high minus low [95%]" in race and "pilot contrast [95%]" in race  # readable tables (issue 53)
     assert race.count('src="data:image/png;base64,') >= 2, race.count('src="data:image/png')  # the forest plot with the full budget beside
     assert not re.search(r"<td[^>]*>\s*(nan|None)\s*</td>", race)  # no nan or None in a table
+    assert "How far RACE's frozen rule has been tested" in race and "reliability of the frozen rule" in race  # the committed record
     index = (site / "index.html").read_text()
     assert "What this grid found about the paper" in index and "not enough data" in index  # the claims table, honest about gaps
 
