@@ -18,17 +18,26 @@ def test_the_validation_record_is_what_the_committed_runs_give():
     import forecast_tables as ft
     rec = json.loads((project_root() / "results" / "race-forecast" / "validation.json").read_text())
     assert rec["rule"] == FROZEN["name"] and rec["target"] == "pass1_id"
-    dev = rec["populations"]["dev8"]
-    pilot, pp, ms, full, fpp = ft.load("dev8", None, False)
-    vt = forecast_validation(pilot, curve_values(pilot, ms, pp, "pass1_id"), full, fpp, ft.FULL_BUDGET, ft.CANDIDATES)
-    t = vt[vt.method == FROZEN["name"]]
-    det = t[(t.call != "abstain") & t.truth.isin(["high-update", "low-update"])]
-    assert (dev["configurations"], dev["decisive"], dev["on_determinate"], dev["right"]) == (
-        t.config.nunique(), int((t.call != "abstain").sum()), len(det), int((det.call == det.truth).sum()))
-    regret = vt.groupby("method").regret.mean()
-    best = f"best arm at the pilot budget ({FROZEN['cutoff']:g})"
-    assert abs(dev["vs_default"][0] - (regret[FROZEN["name"]] - regret["trl's default arm"])) < 1e-12
-    assert abs(dev["best_vs_default"][0] - (regret[best] - regret["trl's default arm"])) < 1e-12
-    assert dev["best_vs_default"][1] <= dev["best_vs_default"][0] <= dev["best_vs_default"][2]
-    assert dev["truths"] == {k: int(v) for k, v in t.truth.value_counts().items()}
     assert "status" in rec["populations"]["heldout"]  # not run, how far it got, or done with its verdict
+    for pop, got in rec["populations"].items():
+        if got["status"] != "done": continue
+        pilot, pp, ms, full, fpp = ft.load(pop, None, False)
+        vt = forecast_validation(pilot, curve_values(pilot, ms, pp, "pass1_id"), full, fpp, ft.FULL_BUDGET, ft.CANDIDATES)
+        t = vt[vt.method == FROZEN["name"]]
+        det = t[(t.call != "abstain") & t.truth.isin(["high-update", "low-update"])]
+        assert (got["configurations"], got["decisive"], got["on_determinate"], got["right"]) == (
+            t.config.nunique(), int((t.call != "abstain").sum()), len(det), int((det.call == det.truth).sum())), pop
+        regret = vt.groupby("method").regret.mean()
+        best = f"best arm at the pilot budget ({FROZEN['cutoff']:g})"
+        assert abs(got["vs_default"][0] - (regret[FROZEN["name"]] - regret["trl's default arm"])) < 1e-12, pop
+        assert abs(got["best_vs_default"][0] - (regret[best] - regret["trl's default arm"])) < 1e-12, pop
+        assert got["best_vs_default"][1] <= got["best_vs_default"][0] <= got["best_vs_default"][2]
+        assert got["truths"] == {k: int(v) for k, v in t.truth.value_counts().items()}, pop
+        if pop == "heldout":  # the verdict is the pre-registered rule applied to the recorded endpoints
+            from race_nb.forecast import HELDOUT_RULE
+            (e1, lo, hi), (k, n, e2_lo, e2_hi) = got["E1"], got["E2"]
+            assert (k, n) == (got["right"], got["on_determinate"]) and abs(e1 - got["vs_default"][0]) < 1e-12
+            m, a, c = HELDOUT_RULE["margin"], HELDOUT_RULE["agreement"], HELDOUT_RULE["min_calls"]
+            want = ("fails" if lo > m or (n >= c and e2_hi < a) else "inconclusive" if n < c else
+                    "holds" if hi <= m and e2_lo >= a else "inconclusive")
+            assert got["verdict"] == want, (got["verdict"], want)
