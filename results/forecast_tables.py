@@ -107,7 +107,8 @@ def record(pop: str, vt: pd.DataFrame, s: pd.DataFrame, rt: pd.DataFrame, full: 
                truths={k: int(v) for k, v in t.truth.value_counts().items()})
     if pop == "heldout":
         v = heldout_verdict(vt, full, rule, n_boot=n_boot)
-        rec.update(verdict=v["verdict"], reason=v["reason"], E1=[v["E1"], v["E1_lo"], v["E1_hi"]], E2=[v["E2_right"], v["E2_calls"], v["E2_lo"], v["E2_hi"]], E3=v["E3"])
+        rec.update(verdict=v["verdict"], reason=v["reason"], E1=[v["E1"], v["E1_lo"], v["E1_hi"]], E2=[v["E2_right"], v["E2_calls"], *(None if pd.isna(x) else x for x in (v["E2_lo"], v["E2_hi"]))],
+                   E3=None if pd.isna(v["E3"]) else v["E3"])  # null, not NaN: validation.json stays standard JSON
     return rec
 
 
