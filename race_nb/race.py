@@ -888,4 +888,4 @@ def format_regimes(tab: pd.DataFrame) -> str:
     cols = keys + ["target", "n_cells", "n_seeds", "call", "contrast", "interval", "paired", "reward_heavy", "call_arm",
             "fit", "best_rho", "regime", "confidence", "reason"]
     return t.reindex(columns=cols).rename(columns={"regime": "fit_regime", "confidence": "fit_conf"}).to_string(
-        index=False, float_format=lambda x: f"{x:.2f}" if x == 0 or abs(x) >= 0.005 else f"{x:.0e}")  # learning rates stay readable
+        index=False, na_rep="-", float_format=lambda x: f"{x:.2f}" if x == 0 or abs(x) >= 0.005 else f"{x:.0e}")  # learning rates stay readable; no NaN
