@@ -14,9 +14,9 @@ from .core import check_positive, check_choice, shipped_path
 # %% auto #0
 __all__ = ['ARMS', 'DEFAULT_ARM', 'REWARD_SYSTEMS', 'REWARD_KINDS', 'TRAINING_REWARDS', 'MODEL_REWARDS', 'RULE_REWARDS',
            'REWARD_TASKS', 'TARGETS', 'NO_SIGNAL_ENV', 'ON_NO_SIGNAL', 'NO_SIGNAL_STEPS', 'NO_SIGNAL_STEPS_ENV',
-           'NO_SIGNAL_SHARE', 'TRACK_ENV', 'CELL_ID_ENV', 'TRACKERS', 'MIN_CYCLES_ENV', 'TARGET_LABELS', 'MODELS',
-           'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref',
-           'model_entry', 'CellConfig']
+           'NO_SIGNAL_SHARE', 'OOM_RETRIES', 'TRACK_ENV', 'CELL_ID_ENV', 'TRACKERS', 'MIN_CYCLES_ENV', 'TARGET_LABELS',
+           'MODELS', 'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind', 'check_reward_tasks', 'ModelEntry',
+           'is_checkpoint_ref', 'model_entry', 'CellConfig']
 
 # %% ../nbs/00a_config.ipynb #863bd2a4
 @dataclass(frozen=True)
@@ -79,6 +79,7 @@ ON_NO_SIGNAL = ("fail", "warn") # what K optimizer steps in a row without learni
 NO_SIGNAL_STEPS = 16 # K: optimizer steps in a row without a group of non-zero advantage (a grid's `no_signal_steps`)
 NO_SIGNAL_STEPS_ENV = "RACE_NO_SIGNAL_STEPS" # a grid's `no_signal_steps`, for every cell's trainer
 NO_SIGNAL_SHARE = 0.1 # a reward carried no signal when at most this share of the steps looked at (the watch's last K, or a whole run at its end) had a group of non-zero advantage
+OOM_RETRIES = 2 # times a generation cycle or a scoring call is run again at half its chunk after a CUDA out-of-memory error
 TRACK_ENV = "RACE_TRACK" # a grid's `tracking` for every cell's trainer (JSON: report_to, dir, project, group): each cell one tracked run
 CELL_ID_ENV = "RACE_CELL_ID" # the id of the grid cell a kernel runs (its tracked run's name)
 TRACKERS = ("tensorboard", "trackio", "wandb", "mlflow") # trl's report_to values a grid can ask for (tensorboard and trackio write under the runs folder)
@@ -145,6 +146,7 @@ class CellConfig:
     temperature: float = 1.0 # sampling temperature
     max_steps: int = 100000 # safety cap; the budget stops training
     fast_generation: bool = True # sample rollouts with race_nb.fastgen where it reproduces trl's generate
+    merge_generation: bool = False # fast generation from a copy with the adapter merged (fewer bytes per decode step; the copy is counted by the memory plan)
     judge_settings: dict = field(default_factory=dict) # settings of the common judge (hf back-end at paper scale)
     micro_batches: int = 1 # gradient accumulation: micro-batches per generation batch (one optimizer step per pass)
     gradient_checkpointing: bool = False # recompute activations in backward (charged to learning)

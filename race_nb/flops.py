@@ -172,6 +172,13 @@ def n_lora_params(self: ModelFlops) -> int:
     if self.lora is None: return 0
     return self.layers * sum(self.lora.r * (a + b) for n, (a, b) in self._dims().items() if n in self.lora.target_modules)
 
+# %% ../nbs/01_flops.ipynb #b015147d
+@patch
+def merge_flops(self: ModelFlops) -> float:
+    "FLOPs of merging the adapter into a copy of the weights once (`W + s B A`: one r-inner matmul per targeted layer; 0 without an adapter)."
+    if self.lora is None: return 0.
+    return self.layers * sum(2. * self.lora.r * a * b for n, (a, b) in self._dims().items() if n in self.lora.target_modules)
+
 # %% ../nbs/01_flops.ipynb #cbb368d4
 def _head_of(model) -> str:
     "Output head of a loaded model, from its class name."
@@ -225,6 +232,7 @@ def generate(self: ModelFlops,
               batch: int, # sequences generated together (padded batch)
               prompt_len: int, # padded prompt length
               new_tokens: int, # tokens generated per sequence (the padded completion length)
+              adapter: bool = True, # include the LoRA adapter (False: generation from a merged copy, or with the adapter disabled)
              ) -> float:
     "FLOPs of KV-cached generation: a prefill with logits at the last position, then `new_tokens - 1` single-token steps."
     b = check_positive("batch", batch, integer=True)
@@ -232,9 +240,9 @@ def generate(self: ModelFlops,
     t = check_positive("new_tokens", new_tokens, integer=True)
     steps = t - 1 # decoding steps after the prefill
     ctx = steps * p + steps * (steps + 1) / 2 # sum of key lengths over the steps
-    decode = b * (self.layers * (steps * self._linear_per_token() + 4. * self.heads * self.head_dim * ctx)
+    decode = b * (self.layers * (steps * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * ctx)
                   + steps * self._head_per_position())
-    return self.forward(b, p, logits="last") + decode
+    return self.forward(b, p, logits="last", adapter=adapter) + decode
 
 # %% ../nbs/01_flops.ipynb #2badd5a3
 @patch

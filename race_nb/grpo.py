@@ -11,11 +11,12 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from .core import RESUMES, atomic_path, check_positive, check_choice, checkpoint_resumes, last_checkpoint, write_atomic
 from .contract import CELL_DIR_ENV, cell_mismatches
-from .config import Arm, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_SHARE, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, CellConfig
+from .config import Arm, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_SHARE, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, OOM_RETRIES, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
 from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
 from .rewards.core import Reward
+from .fastgen import chunked_with_retry, rollouts
 
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
@@ -312,26 +313,6 @@ def _fast_reason(tr) -> str | None:
     return fast_unsupported(tr.accelerator.unwrap_model(tr.model), top_k=tr.top_k, top_p=tr.top_p, min_p=tr.min_p,
                             repetition_penalty=tr.repetition_penalty)
 
-# %% ../nbs/05_grpo.ipynb #e43afd4c
-def _fast_completions(tr, prompt_ids: list[list[int]]) -> tuple:
-    "Completion ids (each cut after its first EOS) of left-padded prompts, sampled by `fast_generate`; no logprobs."
-    from trl.trainer.utils import pad
-    from race_nb.fastgen import fast_generate
-    dev, pad_id = tr.accelerator.device, tr._tokenizer.pad_token_id
-    prompts = [torch.tensor(p) for p in prompt_ids]
-    ids = pad(prompts, padding_value=pad_id, padding_side="left").to(dev)
-    mask = pad([torch.ones_like(p) for p in prompts], padding_value=0, padding_side="left").to(dev)
-    P = ids.shape[1]
-    out = fast_generate(tr.accelerator.unwrap_model(tr.model), ids, mask, max_new_tokens=tr.max_completion_length,
-                        eos_token_id=list(tr.eos_token_ids), pad_token_id=pad_id, do_sample=True, temperature=tr.temperature,
-                        checked=True)  # `_fast_reason` ran at construction
-    eos = set(tr.eos_token_ids)
-    comps = []
-    for row in out[:, P:].tolist():
-        end = next((i for i, t in enumerate(row) if t in eos), len(row) - 1)
-        comps.append(row[:end + 1])
-    return comps, None
-
 # %% ../nbs/05_grpo.ipynb #c452ed8e
 def charge_reward_model(fn, # a reward function given to the trainer
                         *models: torch.nn.Module, # the models it runs (none: it runs no model)
@@ -514,6 +495,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
                  on_no_signal: str | None = None, # "fail" or "warn" after `no_signal_steps` steps without signal (None: the grid's, else "fail")
                  no_signal_steps: int | None = None, # optimizer steps in a row without a group of non-zero advantage (None: the grid's, else 16)
                  generation_chunk: int | None = None, # rollouts per generate call (None: the whole generation batch at once; vLLM: ignored)
+                 merge_generation: bool = False, # fast generation from a copy with the LoRA adapter merged (fewer bytes per step; + the copy's memory)
                  **kwargs):
         ledger = _trainer_ledger(budget, ledger)
         track = tracking_args(kwargs["args"] if "args" in kwargs else args[2]) if "args" in kwargs or len(args) > 2 else None
@@ -525,6 +507,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
         if fast_generation and self.fast_reason: logger.info("fast generation off (%s): using trl's generate", self.fast_reason)
         self.keep = keep or self.num_generations
         self.generation_chunk = check_positive("generation_chunk", generation_chunk, integer=True) if generation_chunk is not None else None
+        self.merge_generation = merge_generation
         if not 2 <= self.keep <= self.num_generations:
             raise ValueError(f"keep must lie in [2, num_generations={self.num_generations}], got {self.keep}")
         if self.keep < self.num_generations and self.accelerator.num_processes > 1:
@@ -546,18 +529,20 @@ def _head_positions(self: LedgerGRPOTrainer, batch: int, seq_len: int, completio
 
 @patch
 def _generate_single_turn(self: LedgerGRPOTrainer, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-    "trl's regular generation path, run by `fast_generate` (same arithmetic, same sampling rule) when it applies; in calls of `generation_chunk` rollouts when the trainer has one (the memory plan's), each call's shape kept for the ledger."
-    whole = lambda ids: (GRPOTrainer._generate_single_turn(self, ids, images, multimodal_fields, num_generations, has_tool_images)
-                         if self.fast_reason or images is not None or multimodal_fields else _fast_completions(self, ids))
-    c = self.generation_chunk
-    self._gen_calls = None
-    if not c or c >= len(prompt_ids) or self.use_vllm or images is not None or multimodal_fields: return whole(prompt_ids)
-    comps, calls = [], []
-    for i in range(0, len(prompt_ids), c):
-        part, _ = whole(prompt_ids[i:i + c])
-        comps += part
-        calls.append((len(part), max(len(p) for p in prompt_ids[i:i + c]), max(len(x) for x in part)))  # rows, padded prompt, decode steps
-    self._gen_calls = calls
+    "trl's regular generation path, run by `race_nb.fastgen` where it applies; in calls of `generation_chunk` rollouts when the trainer has one (the memory plan's), halved after a CUDA out-of-memory error; each call's shape kept for the ledger."
+    trl_path = bool(self.fast_reason)
+    if self.use_vllm or images is not None or multimodal_fields or (trl_path and not self.generation_chunk):
+        self._gen_calls = None  # one call: the ledger reads its shape from the rollouts
+        return GRPOTrainer._generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+    self._gen_calls = []  # (rows, padded prompt, tokens run, merge FLOPs) of each call, those of a cycle cut short by an OOM included
+    def call(part):
+        if not trl_path:
+            return rollouts(self.accelerator.unwrap_model(self.model), part, self._tokenizer.pad_token_id, list(self.eos_token_ids),
+                            self.max_completion_length, self.temperature, self._gen_calls, merge=self.merge_generation)
+        comps, _ = GRPOTrainer._generate_single_turn(self, part, None, None, num_generations, has_tool_images)
+        self._gen_calls.append((len(comps), max(map(len, part)), max(map(len, comps)), 0.0))
+        return comps
+    comps, self.generation_chunk = chunked_with_retry(prompt_ids, self.generation_chunk, call, OOM_RETRIES)
     return comps, None
 
 @patch
@@ -586,9 +571,9 @@ def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: floa
     (B, P), C = pm.shape, out["completion_ids"].shape[1]
     plen, clen = pm.sum(1).tolist(), (out["completion_ids"] != self._tokenizer.pad_token_id).sum(1).tolist()
     useful = sum(mf.generate(1, p, max(c, 1)) for p, c in zip(plen, clen))
-    calls = getattr(self, "_gen_calls", None) or [(B, P, C)]  # chunked generation: each call at its own padded shape
-    executed = sum(mf.generate(b, p, c) for b, p, c in calls)
-    self.ledger.record(step, "search", "generate", executed, tokens=sum(b * (p + c) for b, p, c in calls), seconds=getattr(self, "_gen_seconds", 0.0),
+    calls = getattr(self, "_gen_calls", None) or [(B, P, C, 0.0)]  # each call at its own padded shape and the tokens it ran
+    executed = sum(mf.generate(b, p, c, adapter=not merge) + merge for b, p, c, merge in calls)  # merged: base model + the merge
+    self.ledger.record(step, "search", "generate", executed, tokens=sum(b * (p + c) for b, p, c, _ in calls), seconds=getattr(self, "_gen_seconds", 0.0),
                        useful_flops=min(useful, executed), useful_tokens=int(sum(plen) + sum(clen)))
     hp = self._head_positions(B, P + C, cm)
     ran = [k for k in ("old", "ref") if f"{k}_per_token_logps" in out]
@@ -858,7 +843,7 @@ def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None
     arm = arm or cell_arm(cfg)
     tr = LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
                            keep=arm.m, fast_generation=cfg.fast_generation, report_card=False,  # the cell writes its own card
-                           generation_chunk=cell_generation_chunk(cfg, arm=arm))
+                           generation_chunk=cell_generation_chunk(cfg, arm=arm), merge_generation=cfg.merge_generation)
     tr.remove_callback(PrinterCallback)  # the budget bar is the cell's progress; its log history is in the ledger and metrics
     return tr
 

@@ -4,11 +4,12 @@
 
 # %% ../../nbs/04_rewards.prm.ipynb #955d6c6d
 from __future__ import annotations
-import random, time
+import logging, random, time
 from pathlib import Path
 import torch
 from fastcore.basics import patch
 from ..core import check_choice, check_positive
+from ..config import OOM_RETRIES
 from ..data import arith_records, extract_answer, parse_chain_prompt, solve_chain, chain_text
 from ..flops import ModelFlops
 from ..models import ALPHABET, WarmStartConfig, warm_start, load_tokenizer, resolve_weights, is_offline
@@ -370,6 +371,18 @@ def score(self: HFScorer, prompts: list[str], # raw questions
     work = dict(NO_WORK)
     if not todo: return out, work
     ids = self.tok([texts[i] for i in todo], add_special_tokens=False)["input_ids"]
+    for tries in range(OOM_RETRIES, -1, -1):  # a CUDA out-of-memory error halves the micro-batch and scores again; work done stays charged
+        try: return self._score_ids(ids, todo, out, work)
+        except torch.cuda.OutOfMemoryError as e:
+            if not tries or self.max_batch_tokens < 2: raise
+            self.max_batch_tokens //= 2
+            logging.getLogger(__name__).warning("CUDA out of memory scoring with %s: %d padded tokens per forward from now on (%s)",
+                                                type(self.model).__name__, self.max_batch_tokens, str(e).splitlines()[0] if str(e) else "")
+            if torch.cuda.is_available(): torch.cuda.empty_cache()
+
+@patch
+def _score_ids(self: HFScorer, ids, todo, out, work):
+    "Score the tokenized texts `ids` (of completions `todo`) in micro-batches into `out`, adding each forward's work to `work`."
     for group in _micro_batches([len(x) for x in ids], self.max_batch_tokens):
         enc = self.tok.pad({"input_ids": [ids[g] for g in group]}, return_tensors="pt").to(self.device)
         logits = self._check_logits(self.model(**enc)[0].float(), enc["input_ids"])
@@ -380,7 +393,7 @@ def score(self: HFScorer, prompts: list[str], # raw questions
             s = bounded_score(logits[:, 0] if logits.shape[-1] == 1 else logits[:, 1] - logits[:, 0], self.logit_scale)
             for row, g in enumerate(group): out[todo[g]] = [float(s[row])]
         w = _work(self.flops, enc["attention_mask"].sum(1).tolist(), enc["input_ids"].shape[1])
-        work = {k: work[k] + w[k] for k in work}
+        for k in work: work[k] += w[k]
     return out, work
 
 # %% ../../nbs/04_rewards.prm.ipynb #b85a76f9
