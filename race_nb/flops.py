@@ -172,7 +172,7 @@ def n_lora_params(self: ModelFlops) -> int:
     if self.lora is None: return 0
     return self.layers * sum(self.lora.r * (a + b) for n, (a, b) in self._dims().items() if n in self.lora.target_modules)
 
-# %% ../nbs/01_flops.ipynb #b015147d
+# %% ../nbs/01_flops.ipynb #646d4ad0
 @patch
 def merge_flops(self: ModelFlops) -> float:
     "FLOPs of merging the adapter into a copy of the weights once (`W + s B A`: one r-inner matmul per targeted layer; 0 without an adapter)."
