@@ -11,8 +11,9 @@ from .arm_flops import cell_arm, policy_flops, reward_model_flops
 
 # %% auto #0
 __all__ = ['GiB', 'BF16', 'FP32', 'LORA_STATE', 'WORKSPACE', 'FIT_SHARE', 'GPU_MEMORY', 'MEMORY_PROMPT_LEN', 'PRM_BATCH_TOKENS',
-           'EVAL_BATCH', 'UPDATE_LAYER', 'UPDATE_OUTSIDE', 'FORWARD_LAYER', 'weight_bytes', 'kv_bytes', 'forward_bytes',
-           'update_bytes', 'cell_memory', 'memory_plan', 'generation_chunk', 'traced_peak', 'planned_peak']
+           'EVAL_BATCH', 'UPDATE_LAYER', 'UPDATE_OUTSIDE', 'FORWARD_LAYER', 'weight_bytes', 'merged_copy_bytes',
+           'kv_bytes', 'forward_bytes', 'update_bytes', 'cell_memory', 'memory_plan', 'generation_chunk', 'traced_peak',
+           'planned_peak']
 
 # %% ../nbs/04c_memory.ipynb #5b1ecff2
 GiB = 2 ** 30
@@ -32,6 +33,11 @@ def weight_bytes(mf: ModelFlops | None, dtype_bytes: int = BF16) -> int:
     emb, d = mf.vocab * mf.hidden, mf.hidden
     head = {"lm": 0 if mf.tied else emb, "prm": d * d + d + d * mf.num_labels + mf.num_labels, "score": d * mf.num_labels}[mf.head]
     return (mf.n_params + emb + head) * dtype_bytes
+
+def merged_copy_bytes(mf: ModelFlops, dtype_bytes: int = BF16) -> int:
+    "The generation copy of `race_nb.fastgen` with the adapter merged: every targeted linear weight once more (0 without an adapter)."
+    if mf.lora is None: return 0
+    return mf.layers * sum(a * b for n, (a, b) in mf._dims().items() if n in mf.lora.target_modules) * dtype_bytes
 
 def kv_bytes(mf: ModelFlops) -> int:
     "KV cache per token of one sequence: keys and values of every layer, bf16."
@@ -67,7 +73,8 @@ def cell_memory(cfg: CellConfig, # the cell
     P = prompt_len or (16 if cfg.train_data.startswith("arith") else MEMORY_PROMPT_LEN)
     C, B = cfg.max_completion_length, cfg.prompts_per_step * arm.n
     b, u, kv = min(chunk or cfg.generation_chunk or B, B), B // cfg.micro_batches, kv_bytes(pol)
-    resident = dict(policy_weights=weight_bytes(pol), lora_state=pol.n_lora_params * LORA_STATE, reward_weights=weight_bytes(rm), workspace=WORKSPACE)
+    resident = dict(policy_weights=weight_bytes(pol), lora_state=pol.n_lora_params * LORA_STATE, reward_weights=weight_bytes(rm), workspace=WORKSPACE,
+                    generation_copy=merged_copy_bytes(pol) if cfg.merge_generation and cfg.fast_generation and not cfg.use_vllm else 0)
     phases = dict(generation=max(b * P * (kv + forward_bytes(pol)), b * (P + C) * kv + b * (P + C) * kv // pol.layers + 3 * b * pol.vocab * FP32),
                   update=update_bytes(pol, u * (P + C), cfg.gradient_checkpointing),
                   logprob=u * (P + C) * forward_bytes(pol) if arm.mu > 1 or arm.beta > 0 else 0,  # old-policy / reference forwards
@@ -97,7 +104,7 @@ def memory_plan(cfg: CellConfig, gpu_memory: float = GPU_MEMORY, # GiB of the ce
         m = m or next((t for t in tried if t["train_phase"] != "generation"), tried[-1])
     m.update(gpu_memory=gpu_memory, limit=limit, fits=m["peak"] <= limit)
     if not m["fits"]:
-        resident = sum(m[k] for k in ("policy_weights", "lora_state", "reward_weights", "workspace"))
+        resident = sum(m[k] for k in ("policy_weights", "lora_state", "reward_weights", "workspace", "generation_copy"))
         parts = ([f"training: {m['train_peak']:.1f} GiB ({m['train_phase']} {m[m['train_phase']]:.1f} beside {resident:.1f} resident"
                   + ("; raise micro_batches" if m["train_phase"] == "update" else "") + ")"] if m["train_peak"] > limit else []) + \
                 ([f"evaluation: {m['eval_peak']:.1f} GiB (the policy, its greedy generation of {EVAL_BATCH} prompts or the judge)"] if m["eval_peak"] > limit else [])

@@ -16,8 +16,8 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
            'ID_NEUTRAL', 'PREFLIGHT_TIMEOUT', 'GridError', 'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes',
            'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'measured_rate',
-           'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'warning_summary',
-           'grid_models', 'check_kernel', 'preflight']
+           'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'roofline_summary',
+           'warning_summary', 'grid_models', 'check_kernel', 'preflight']
 
 # %% ../../nbs/07a_grid_spec.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps", "tracking")
@@ -354,11 +354,13 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
               mfu: float = 0.25, # sustained fraction of the peak assumed for the time estimate (when no rate is measured)
               rate: dict | None = None, # a `measured_rate()`; default: the one on file, if any
               resources: dict | None = None, # resource overrides (`race grid run --resources`)
+              gpu: str | None = None, # the GPU the roofline prices (race_nb.roofline.GPUS; None: each cell's resources.gpu_type where known, else H100)
              ) -> "pd.DataFrame":
     "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), an estimated GPU time, that time against the cell's time limit (allocations it needs), and its predicted peak GPU memory against its GPU's (race_nb.memory: the generation chunk that fits, and whether the cell fits)."
     import pandas as pd
     from race_nb.arm_flops import arm_flops, policy_flops, reward_model_flops
     from race_nb.memory import GPU_MEMORY, memory_plan
+    from race_nb.roofline import DEFAULT_GPU, cell_roofline, gpu_spec
     g = load_grid(grid) if not isinstance(grid, dict) else grid
     rows, cache = [], {}
     rate = rate if rate is not None else measured_rate()
@@ -381,8 +383,16 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
                          rollouts=cycles * cfg.prompts_per_step * arm.n, generated_tokens=cycles * cfg.prompts_per_step * arm.n * cfg.max_completion_length,
                          trained_tokens=cycles * arm.mu * cfg.prompts_per_step * arm.m * (P + cfg.max_completion_length),
                          rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / flops_per_s / 3600, **_allocation(g, c["params"], resources, cfg.budget / flops_per_s / 60)))
-        gm = cell_resources(g, c["params"], resources).get("gpu_memory", GPU_MEMORY)
+        res = cell_resources(g, c["params"], resources)
+        gm = res.get("gpu_memory", GPU_MEMORY)
         m = memory_plan(cfg, gm, prompt_len)
+        try: spec = gpu_spec(gpu or res.get("gpu_type") or DEFAULT_GPU)
+        except ValueError:
+            if gpu: raise
+            spec = gpu_spec(DEFAULT_GPU)  # a site's own type name (e.g. "hopper"): priced as the default, said by the plan's header
+        r = cell_roofline(cfg, spec["name"], prompt_len, arm)
+        rows[-1].update(roof_gpu=r["gpu"], roof_gen_s=r["decode_s"] + r["prefill_s"], roof_cycle_s=r["cycle_s"], gpu_hours_limit=r["gpu_hours_limit"],
+                        gpu_hours_measured=r["gpu_hours_measured"])
         rows[-1].update(gpu_memory=gm, mem_gib=m["peak"], mem_phase=m["train_phase"] if m["train_peak"] >= m["eval_peak"] else "evaluation",
                         gen_chunk=m["chunk"] if m["chunk"] < cfg.prompts_per_step * arm.n else None, fits=m["fits"], mem_why=m.get("why"),
                         cycle_minutes=per_cycle / flops_per_s / 60)
@@ -442,9 +452,10 @@ def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:
     cols = ["model", "reward", "arm", "budget"] + (["seed"] if seeds else [])
     gpu = "mem_gib" in plan and (plan.gpus.fillna(0) > 0).any()  # a GPU grid: its predicted peak memory, chunk and fit
     t = plan.groupby(cols, sort=False)[["cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho", "gpu_hours",
-                                         "gpus", "time_limit_min", "allocations"] + (["mem_gib", "gen_chunk", "fits"] if gpu else [])].first()
+                                         "gpus", "time_limit_min", "allocations"] + (["mem_gib", "gen_chunk", "fits", "roof_gen_s", "roof_cycle_s", "gpu_hours_limit"] if gpu else [])].first()
     fmt = dict(cycles="{:.1f}", optimizer_steps="{:.1f}", rollouts="{:.0f}", generated_tokens="{:.2e}", trained_tokens="{:.2e}",
-               rho="{:.2f}", gpu_hours="{:.2f}", time_limit_min="{:.0f}", allocations="{:g}", mem_gib="{:.1f}")
+               rho="{:.2f}", gpu_hours="{:.2f}", time_limit_min="{:.0f}", allocations="{:g}", mem_gib="{:.1f}", roof_gen_s="{:.1f}",
+               roof_cycle_s="{:.1f}", gpu_hours_limit="{:.2f}")
     if gpu: t["gen_chunk"] = t.gen_chunk.map(lambda v: "-" if v is None or v != v else f"{v:.0f}")  # '-': one generate call
     return t.reset_index().to_string(index=False, formatters={k: v.format for k, v in fmt.items()} | {"budget": "{:.2e}".format})
 
@@ -461,6 +472,20 @@ def memory_summary(plan: "pd.DataFrame") -> str:
         out.append(f"  chunked: {r.model} / {r.reward} / {r.arm}: {r.gen_chunk:.0f} rollouts per generate call, peak {r.mem_gib:.1f} GiB")
     for r in bad.drop_duplicates(["model", "reward", "arm"]).itertuples():
         out.append(f"  does not fit: {r.model} / {r.reward} / {r.arm}: {r.mem_why}")
+    return "\n".join(out)
+
+def roofline_summary(plan: "pd.DataFrame") -> str:
+    "What `race grid plan` says of each cell's time at the GPU's limit (race_nb.roofline): COMPUTED, with the measured efficiency where a GPU measured one."
+    from race_nb.roofline import gpu_spec
+    if "roof_cycle_s" not in plan or not len(p := plan.dropna(subset=["roof_cycle_s"])): return "roofline: no cell of ours to price"
+    specs = {n: gpu_spec(n) for n in sorted(set(p.roof_gpu))}
+    gpus = "; ".join(f"{n}: {s['bandwidth'] / 1e12:.2f} TB/s HBM, {s['peak'] / 1e12:.0f} TFLOP/s bf16 dense (spec sheet)" for n, s in specs.items())
+    out = [f"roofline (COMPUTED, race_nb.roofline; {gpus}): generation {p.roof_gen_s.min():.1f}-{p.roof_gen_s.max():.1f} s and whole cycle "
+           f"{p.roof_cycle_s.min():.1f}-{p.roof_cycle_s.max():.1f} s per generation cycle at the limit (decode from bytes, the rest from FLOPs); "
+           f"{p.gpu_hours_limit.sum():.1f} GPU-hours in all at the limit"]
+    meas = p.gpu_hours_measured.dropna()
+    out.append(f"  at the efficiency measured on a GPU (bench/gpu_check/decode.json): {meas.sum():.1f} GPU-hours" if len(meas) == len(p) else
+               "  no generation efficiency measured on a GPU yet: the limit is a floor, not a forecast (bench/gpu_check.py measures it)")
     return "\n".join(out)
 
 def warning_summary(plan: "pd.DataFrame") -> str | None:
