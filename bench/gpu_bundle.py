@@ -2,7 +2,7 @@
 
     python bench/gpu_bundle.py [--python 3.12] [--out gpu-bundle]
 
-- wheels/: race_nb itself (built from this tree), peft at the version tested here (it shadows the image's; transformers stays the image's),
+- wheels/: race_nb itself (built from this tree), peft and transformers (with huggingface-hub and tokenizers) at the versions tested here (they shadow the image's: race_nb pins transformers),
   and the packages race_nb imports that a CUDA image with PyTorch, accelerate, pandas and pyarrow usually lacks (trl, datasets,
   papermill and its Jupyter kernel, math-verify, fastcore, submitit), at the versions installed here, for CPython `--python` on manylinux x86_64, without their dependencies
   (`pip install --no-index --no-deps` there);
@@ -17,7 +17,7 @@ import argparse, importlib.metadata as md, os, shutil, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["peft", "trl", "datasets", "dill", "multiprocess", "fastcore", "math-verify", "latex2sympy2-extended", "antlr4-python3-runtime",
+PACKAGES = ["peft", "transformers", "huggingface-hub", "tokenizers", "trl", "datasets", "dill", "multiprocess", "fastcore", "math-verify", "latex2sympy2-extended", "antlr4-python3-runtime",
             "latex2mathml", "submitit", "papermill", "nbformat", "nbclient", "jupyter-client", "jupyter-core", "ipykernel", "ipython",
             "ipython-pygments-lexers", "comm", "debugpy", "matplotlib-inline", "nest-asyncio2", "pyzmq", "tornado", "traitlets",
             "entrypoints", "tenacity", "fastjsonschema", "jsonschema", "jsonschema-specifications", "referencing", "rpds-py",

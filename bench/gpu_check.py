@@ -1,5 +1,13 @@
-"""GPU smoke test of the paper path (issues 13, 26, 52), in stages. Each stage runs in a subprocess of its own with its own
+"""GPU smoke test of the paper path (issues 13, 26, 52, 62), in stages. Each stage runs in a subprocess of its own with its own
 timeout and writes its own JSON into the output folder, so one crash loses nothing else:
+
+P   probe: torch / transformers / peft / trl versions, whether vllm imports, free GPU memory, and the kernel SDPA picks for a
+    masked grouped-query decode step (what transformers' path runs);
+D   decode-step time per generation path at the real Qwen2.5-1.5B and 7B widths (random bf16 weights on the device, LoRA r 64),
+    batch 256, contexts 512 and 2048: race_nb.fastgen eager, with its decode step captured as CUDA graphs, graphs with the
+    adapter merged, and transformers' forward with a DynamicCache (trl's path); 3 warm-up steps, 10 timed (CUDA events), one
+    profiled (the top kernels); each row beside the roofline's time for the ideal bytes at the GPU's spec bandwidth. Written
+    to DIR/decode.json row by row as measured; `race grid plan` reads the fastgen rows' efficiency (race_nb.roofline);
 
 S1  the paper grid's worst cell: one GRPO cycle at qwen2.5-7b / prm / n16-m4 shapes (16 prompts x 16 rollouts, LoRA r 64,
     gradient checkpointing, 16 micro-batches) with random bf16 weights built from the shipped configs on the device (no
@@ -15,11 +23,12 @@ S2  CUDA bookkeeping: the CUDA random stream unchanged across an evaluation (sam
 S3  the ledger against FlopCounterMode on the GPU: Qwen2.5-1.5B's shape with random weights, the real PRM format, one cycle
     (trl's non-Triton log-prob path, which FlopCounterMode can see), then the same cycle with SDPA, timed.
 
-    python bench/gpu_check.py [--out-dir DIR] [--stages S1 S2 S3] [--s1-completion N] [--smoke]
+    python bench/gpu_check.py [--out-dir DIR] [--stages P D S1 S2 S3] [--s1-completion N] [--smoke]
 
 The summary (DIR/gpu_check.json, and bench/gpu_check.json by default) keeps S1's measured FLOP/s as `big_cycle`, which
 `race grid plan` uses for its GPU-hours. Without CUDA it exits with status 2 and says so; `--smoke` runs every stage on the
-CPU at toy shapes (tests/test_paper.py runs it). On a bare GPU machine with no network, `make gpu-bundle` gathers the wheels
+CPU at toy shapes (tests/test_paper.py runs it), into a temporary folder unless --out-dir names one (bench/gpu_check/ keeps
+what GPUs measured). On a bare GPU machine with no network, `make gpu-bundle` gathers the wheels
 and data it needs into gpu-bundle/ (README, GPU section). Data (GSM8K / MATH-500) is found in RACE_DATA_DIR, else in
 gpu-bundle/data or ../shared/data beside the project."""
 import argparse, contextlib, dataclasses, json, os, subprocess, sys, tempfile, threading, time, traceback
@@ -29,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 H200_PEAK = 989e12  # bf16 dense FLOP/s of an H100/H200 SXM (the same tensor cores)
-STAGES = {"S1": 260, "S2": 150, "S3": 80}
+STAGES = {"P": 30, "D": 180, "S1": 140, "S2": 150, "S3": 80}  # seconds each stage may take on one GPU: 580 s, one 600 s command
 PARTIAL = {}  # what a stage has measured so far: written out after each phase, so a stage stopped at its limit still reports it  # seconds each stage may take on one H200 (its own timeout)
 SMOKE_TIMEOUT = 600  # a stage's timeout on the CPU (toy shapes, two slow cores)
 
@@ -275,6 +284,115 @@ def stage_s3(cuda: bool, tmp: Path) -> dict:
     return out
 
 
+def stage_p(cuda: bool, tmp: Path) -> dict:
+    "Versions, vllm, free memory, and the kernel SDPA runs for a masked GQA decode step (bf16, 28:4 heads, batch 64, 1536 keys)."
+    import importlib.util, torch, transformers, peft
+    import torch.nn.functional as F
+    rec = dict(torch=torch.__version__, transformers=transformers.__version__, peft=peft.__version__, python=sys.version.split()[0],
+               trl=(importlib.util.find_spec("trl") and __import__("trl").__version__) or None, vllm=importlib.util.find_spec("vllm") is not None,
+               fused_rms_norm=hasattr(torch.ops.aten, "_fused_rms_norm"))
+    dev = "cuda" if cuda else "cpu"
+    if cuda: rec["free_gib"], rec["total_gib"] = (v / 2**30 for v in torch.cuda.mem_get_info())
+    B, n = (64, 1536) if cuda else (2, 16)
+    q = torch.randn(B, 28, 1, 128, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(B, 4, n, 128, device=dev, dtype=torch.bfloat16)
+    mask = torch.zeros(B, 1, 1, n, device=dev, dtype=torch.bfloat16)
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
+        F.scaled_dot_product_attention(q, k, k, attn_mask=mask, enable_gqa=True)
+        if cuda: torch.cuda.synchronize()
+    rec["sdpa_gqa_masked_kernels"] = sorted({e.name for e in prof.events() if ("attention" in e.name.lower() or "sdpa" in e.name.lower() or "fmha" in e.name.lower()
+                                             or "flash" in e.name.lower() or "repeat" in e.name.lower() or "gemm" in e.name.lower())})[:12]
+    return rec
+
+
+def stage_d(cuda: bool, tmp: Path) -> dict:
+    "Decode-step seconds per path (fastgen eager / graphs / graphs merged, transformers + DynamicCache) against the roofline's ideal time."
+    import gc, torch
+    import torch.nn.functional as F
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+    from race_nb.fastgen import FastDecoder, StepGraphs, cuda_capture, eager_capture
+    from race_nb.flops import LINEARS, LoraSpec, ModelFlops, load_config
+    from race_nb.roofline import gpu_spec, step_weight_bytes
+    from race_nb.memory import kv_bytes
+    dev = "cuda" if cuda else "cpu"
+    name = torch.cuda.get_device_name() if cuda else "cpu (smoke)"
+    spec = gpu_spec(name if cuda else "H100")  # the CPU rehearsal prices its toy rows at an H100's bandwidth (meaningless, never read as a GPU's)
+    configs = ["qwen2.5-1.5b", "qwen2.5-7b"] if cuda else ["tiny-s"]
+    batch, contexts, timed, r = (256, (512, 2048), 10, 64) if cuda else (4, (16, 32), 2, 8)
+    rows, out_file = [], Path(PARTIAL.get("_file", tmp / "D.json")).with_name("decode.json")
+    def sync(): cuda and torch.cuda.synchronize()
+    def clock(fn, steps):
+        if cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(); [fn() for _ in range(steps)]; b.record(); sync()
+            return a.elapsed_time(b) / 1e3 / steps
+        t0 = time.perf_counter(); [fn() for _ in range(steps)]
+        return (time.perf_counter() - t0) / steps
+    def top_kernels(fn):
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof: fn(); sync()
+        key = "self_device_time_total" if cuda else "self_cpu_time_total"
+        return [dict(name=e.key[:80], us=getattr(e, key)) for e in sorted(prof.key_averages(), key=lambda e: -getattr(e, key))[:8]]
+    for config in configs:
+        c = load_config(config)
+        torch.manual_seed(0)
+        with torch.device(dev):
+            model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{k: v for k, v in c.items() if k not in ("architectures", "torch_dtype")}),
+                                                     dtype=torch.bfloat16)
+        model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=list(LINEARS), lora_dropout=0.0)).eval()
+        mf = ModelFlops.from_config(c, lora=LoraSpec(r, LINEARS))
+        for n in contexts:
+            T = n + timed + 8
+            for path in ("fastgen", "fastgen-graphs", "fastgen-graphs-merged", "transformers"):
+                rec = dict(device=name, config=config, path=path, batch=batch, context=n)
+                try:
+                    ids, pos = torch.zeros(batch, 1, dtype=torch.long, device=dev), torch.full((batch, 1), n - 1, device=dev)
+                    with torch.no_grad():
+                        if path.startswith("fastgen"):
+                            dec = FastDecoder(model, checked=True, merge=path.endswith("merged"), fuse=False)
+                            caches, rope = dec.new_cache(batch, T), dec.rope(T)
+                            for kc, vc in caches: kc.normal_(); vc.normal_()
+                            bias = torch.zeros(batch, dec.KV, 1, T, dtype=torch.bfloat16, device=dev)
+                            wpos = torch.tensor([n - 1], device=dev)
+                            run = lambda *a: dec.run(*a, rope, caches, bias)
+                            step = StepGraphs(run, cuda_capture if cuda else eager_capture, bucket=n) if "graphs" in path else run
+                            fn = lambda: torch.multinomial(F.softmax(step(ids, pos, wpos, n).float(), -1), 1)
+                        else:
+                            cache = DynamicCache(config=model.config)
+                            kv, hd = model.config.num_key_value_heads, model.config.hidden_size // model.config.num_attention_heads
+                            for layer in range(model.config.num_hidden_layers):
+                                cache.update(torch.randn(batch, kv, n - 1, hd, dtype=torch.bfloat16, device=dev),
+                                             torch.randn(batch, kv, n - 1, hd, dtype=torch.bfloat16, device=dev), layer)
+                            mask = torch.ones(batch, T, dtype=torch.long, device=dev)
+                            mask[:, 0] = 0  # left padding somewhere, as in a real batch: the masked SDPA path
+                            def fn():
+                                L = cache.get_seq_length() + 1
+                                out = model(input_ids=ids, attention_mask=mask[:, :L], past_key_values=cache, use_cache=True,
+                                            position_ids=torch.full((batch, 1), L - 1, device=dev), logits_to_keep=1)
+                                return torch.multinomial(F.softmax(out.logits[:, -1].float(), -1), 1)
+                        clock(fn, 3)  # warm-up (captures the graph)
+                        rec["seconds"] = clock(fn, timed)
+                        rec["top_kernels"] = top_kernels(fn)
+                    ideal = step_weight_bytes(mf, lora=not path.endswith("merged")) + batch * n * kv_bytes(mf)
+                    rec.update(ideal_bytes=ideal, ideal_seconds=ideal / spec["bandwidth"], fraction_of_roofline=ideal / spec["bandwidth"] / rec["seconds"],
+                               peak_gib=torch.cuda.max_memory_allocated() / 2**30 if cuda else None)
+                except Exception as e:  # one path failing (an OOM, a capture) is a row, not the end of the stage
+                    rec.update(error=f"{type(e).__name__}: {str(e)[:300]}")
+                rows.append(rec)
+                out_file.write_text(json.dumps(dict(device=name, smoke=not cuda, rows=rows), indent=1, default=float) + "\n")
+                _partial(rows=rows)
+                print(f"D {config} {path} ctx {n}: " + (f"{rec['seconds'] * 1e3:.2f} ms/step, {rec['fraction_of_roofline']:.2f} of the roofline"
+                                                         if "seconds" in rec and "error" not in rec else rec.get("error", "?")), flush=True)
+                dec = caches = cache = step = fn = run = None  # this path's cache and graphs freed before the next path allocates its own
+                gc.collect()
+                if cuda: torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+        del model; gc.collect()
+        if cuda: torch.cuda.empty_cache()
+    return dict(rows=rows, ok=all("error" not in r for r in rows))
+
+
 def run_stage(name: str, smoke: bool, out_dir: Path) -> None:
     "One stage in this process (the parent starts each in its own): its JSON, with the error if it failed."
     import torch
@@ -284,7 +402,7 @@ def run_stage(name: str, smoke: bool, out_dir: Path) -> None:
     rec = dict(stage=name, device=torch.cuda.get_device_name() if cuda else "cpu (smoke)", smoke=not cuda, torch=torch.__version__)
     PARTIAL.update(rec, status="stopped before it finished (its limit): the phases measured so far", _file=str(out_dir / f"{name}.json"))
     try:
-        rec.update({"S1": stage_s1, "S2": stage_s2, "S3": stage_s3}[name](cuda, tmp))
+        rec.update({"P": stage_p, "D": stage_d, "S1": stage_s1, "S2": stage_s2, "S3": stage_s3}[name](cuda, tmp))
         rec["status"] = "ok" if rec.get("ok", True) else "failed check"
     except Exception as e:
         rec.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
@@ -297,13 +415,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="every stage on the CPU at toy shapes (what the tests run)")
     ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
-    ap.add_argument("--out-dir", default=str(ROOT / "bench" / "gpu_check"), help="one JSON per stage, and gpu_check.json, here")
+    ap.add_argument("--out-dir", default=None, help="one JSON per stage, and gpu_check.json, here (default: bench/gpu_check on a GPU, a temporary folder with --smoke)")
     ap.add_argument("--out", default=None, help="the summary JSON (default: DIR/gpu_check.json, and bench/gpu_check.json on a GPU)")
     ap.add_argument("--s1-completion", type=int, default=None, help=f"S1's completion length on a GPU (default {S1_COMPLETION}; the paper's 2048 may not fit its limit)")
     ap.add_argument("--stage", default=None, help=argparse.SUPPRESS)  # run one stage in this process (the parent's subprocess)
     a = ap.parse_args()
     if a.s1_completion: os.environ["RACE_S1_COMPLETION"] = str(a.s1_completion)  # the stage's subprocess reads it
-    out_dir = Path(a.out_dir); out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(a.out_dir or (tempfile.mkdtemp(prefix="race_gpu_check_smoke_") if a.smoke else ROOT / "bench" / "gpu_check"))
+    out_dir.mkdir(parents=True, exist_ok=True)
     find_data()
     if a.stage: run_stage(a.stage, a.smoke, out_dir); return
     import torch

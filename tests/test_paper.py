@@ -117,13 +117,19 @@ def test_gpu_check_smoke(tmp_path):
     "The staged GPU check on the CPU at toy shapes (what CI runs): each stage a subprocess writing its own JSON; S1 the worst "
     "cell's cycle with the memory marks per phase, S2 the random stream unchanged across an evaluation and a 2-cell grid stopped "
     "by a checkpoint request and resumed, S3 ledger = FlopCounterMode per component with the real-format PRM; it finds the "
-    "shared data without RACE_DATA_DIR."
+    "shared data without RACE_DATA_DIR; P probes the versions and D times each generation path's decode step."
     if not (SHARED / "gsm8k" / "test.jsonl").exists(): pytest.skip(f"no shared data at {SHARED}")
     env = {k: v for k, v in os.environ.items() if k != "RACE_DATA_DIR"}
     out = tmp_path / "gpu_check"
     res = subprocess.run([sys.executable, str(GPU_CHECK), "--smoke", "--out-dir", str(out)], capture_output=True, text=True, env=env, timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     s1, s2, s3 = (json.loads((out / f"S{i}.json").read_text()) for i in (1, 2, 3))
+    p, d = (json.loads((out / f"{k}.json").read_text()) for k in ("P", "D"))
+    assert p["status"] == "ok" and p["transformers"] and "vllm" in p, p
+    paths = {r["path"] for r in d["rows"]}  # each path's decode step timed at each context, none failed
+    assert d["status"] == "ok" and len(d["rows"]) == 8 and paths == {"fastgen", "fastgen-graphs", "fastgen-graphs-merged", "transformers"}, d
+    from race_nb.roofline import measured_efficiency
+    assert json.loads((out / "decode.json").read_text())["smoke"] and measured_efficiency("H100", out / "decode.json") is None
     assert s1["status"] == "ok" and set(s1["marks"]) == {"generation", "scoring", "update"} and s1["marks"]["generation"]["rollouts"] == 4 * 16
     assert s1["cycle_seconds"] > 0 and s1["predicted_gib"]["generation"] > 0
     assert s2["rng_unchanged"] and s2["after_first_run"].get("interrupted") == 1 and s2["after_resume"] == {"done": 1} and s2["resumed_from"], s2
