@@ -141,7 +141,7 @@ def stage_s1(cuda: bool, tmp: Path) -> dict:
     "The worst cell's one GRPO cycle: seconds, FLOP/s, and peak memory per phase against race_nb.memory's prediction."
     import torch
     from race_nb.config import CellConfig
-    from race_nb.grpo import build_trainer
+    from race_nb.build import build_trainer
     from race_nb.memory import cell_memory
     if cuda:
         policy, prm = weightless("qwen2.5-7b", tmp / "policy7b"), weightless("qwen2.5-math-prm-7b", tmp / "prm7b", "Qwen2ForProcessRewardModel")
@@ -204,7 +204,7 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
     from race_nb.models import generate, load_policy
     from race_nb.data import load_spec
     from race_nb.grid import grid_status, run_grid
-    from race_nb.grpo import CHECKPOINT_REQUEST
+    from race_nb.checkpoint import CHECKPOINT_REQUEST
     out = {}
     dev = "cuda" if cuda else "cpu"
     model, tok = load_policy("qwen2.5-1.5b", "toy:qwen2.5-1.5b", device=dev)
@@ -259,7 +259,8 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
 
 def stage_s3(cuda: bool, tmp: Path) -> dict:
     "Ledger against FlopCounterMode over one cycle (eager attention, trl's non-Triton log-prob path), then the same cycle with SDPA, timed."
-    from race_nb.grpo import Arm, whole_step_check
+    from race_nb.build import whole_step_check
+    from race_nb.config import Arm
     if cuda:
         policy = weightless("qwen2.5-1.5b", tmp / "policy")
         prm = weightless("qwen2.5-1.5b", tmp / "prm", "Qwen2ForProcessRewardModel")  # the real PRM format at the 1.5B shape

@@ -48,14 +48,14 @@ def peak_flops(n: int = 1024, reps: int = 10, threads: int | None = None) -> flo
 
 
 def _cfg(model="tiny-s", steps=20, fast=True):
-    from race_nb.grpo import CellConfig
+    from race_nb.config import CellConfig
     return CellConfig(model=model, arm="n8-m8", budget=1e15, max_steps=steps, seed=0, fast_generation=fast)
 
 
 def _plain(steps):
     "trl's own GRPOTrainer on the cell (its generate, no ledger)."
     from trl import GRPOTrainer
-    from race_nb.grpo import trainer_parts
+    from race_nb.build import trainer_parts
     from transformers.trainer_callback import PrinterCallback
     tr = GRPOTrainer(**trainer_parts(_cfg(steps=steps), WORK / "trl"))
     tr.remove_callback(PrinterCallback)  # no per-step log printing (the ledgered trainer prints none either)
@@ -63,7 +63,7 @@ def _plain(steps):
 
 
 def _ledgered(steps, fast, model="tiny-s"):
-    from race_nb.grpo import build_trainer
+    from race_nb.build import build_trainer
     return build_trainer(_cfg(model, steps, fast), WORK / "trl")
 
 
@@ -89,7 +89,7 @@ def dropin_overhead(pairs: int, steps: int) -> dict:
     "A user's own trl script, plain GRPOTrainer vs the drop-in (wall ratio), and the drop-in's own bookkeeping time measured directly."
     import warnings
     from trl import GRPOTrainer
-    from race_nb import grpo, flops
+    from race_nb import charge, grpo, flops
     user_run = _user_run()
     os.environ.setdefault("RACE_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     spent = [0.0]
@@ -101,7 +101,7 @@ def dropin_overhead(pairs: int, steps: int) -> dict:
             finally: spent[0] += time.perf_counter() - t0
         setattr(owner, name, f)
         return orig
-    targets = [(flops.FlopsLedger, "record"), (grpo, "ledger_logs"), (grpo.ModelCharge, "_pre"), (grpo.ModelCharge, "_post"),
+    targets = [(flops.FlopsLedger, "record"), (grpo, "ledger_logs"), (charge.ModelCharge, "_pre"), (charge.ModelCharge, "_post"),
                (grpo.LedgerGRPOTrainer, "_record_generation"), (grpo.LedgerGRPOTrainer, "floating_point_ops")]
     args = dict(args=dict(max_steps=steps, save_strategy="no"))
     with warnings.catch_warnings():

@@ -13,7 +13,7 @@ from .flops import FlopsLedger
 from .config import CellConfig, TARGETS
 from .data import load_spec
 from .arm_flops import cell_arm
-from .grpo import build_trainer
+from .build import build_trainer
 from .core import artifact_key, cache_dir, file_lock
 from .models import format_prompt, generate, load_policy
 from .data import grade
@@ -126,7 +126,7 @@ def warm_baseline(cfg: CellConfig,
     path = cache_dir() / "baselines" / f"{cfg.model}-{artifact_key(spec)}.json"
     with file_lock(path.with_suffix(".lock")):
         if path.exists(): return json.loads(path.read_text())
-        from race_nb.grpo import load_cell_policy
+        from race_nb.build import load_cell_policy
         if make_room is not None: make_room()
         model, tok = load_cell_policy(cfg)  # evaluated where the cell trains (bf16 on a GPU)
         res = {k: v for k, v in evaluate(model, tok, cfg).items() if k != "per_prompt"}
@@ -189,7 +189,7 @@ def _write_trained(trainer, secs: float, resumed: list, out: Path) -> dict:
 def _load_trained(cfg: CellConfig, out: Path, rec: dict) -> TrainedCell:
     "The trained policy back from the cell folder (evaluation retried alone); the ledger without a previous evaluation's events."
     from peft import PeftModel
-    from race_nb.grpo import load_cell_policy
+    from race_nb.build import load_cell_policy
     model, tok = load_cell_policy(cfg)
     model = PeftModel.from_pretrained(model, out / "adapter").eval()
     saved = FlopsLedger.load(out / "ledger.parquet")
@@ -204,11 +204,11 @@ def train_cell(cfg: CellConfig, out_dir,
                checkpoint: bool = True, # False: no checkpoints at all, not even on a stop signal
               ) -> TrainedCell:
     "Train a cell under its budget (resuming from its newest checkpoint), write the training outputs, release the trainer; a cell already trained is loaded instead. Slurm's warning (SIGUSR2) is noted, never fatal, in every phase (`note_stop_signals`)."
-    from race_nb.grpo import note_stop_signals
+    from race_nb.checkpoint import note_stop_signals
     with note_stop_signals(): return _train_cell(cfg, out_dir, checkpoint_steps, checkpoint_minutes, checkpoint)
 
 def _train_cell(cfg: CellConfig, out_dir, checkpoint_steps, checkpoint_minutes, checkpoint) -> TrainedCell:
-    from race_nb.grpo import CHECKPOINT_REQUEST, CheckpointCallback, last_checkpoint
+    from race_nb.checkpoint import CHECKPOINT_REQUEST, CheckpointCallback, last_checkpoint
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     if (rec := trained_record(out)) is not None: return _load_trained(cfg, out, rec)
     trainer = build_trainer(cfg, out / "trl")
@@ -234,7 +234,7 @@ def _train_cell(cfg: CellConfig, out_dir, checkpoint_steps, checkpoint_minutes, 
 # %% ../nbs/06_eval.ipynb #0ab876a6
 def finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:
     "Evaluate a trained cell, then write metrics.json (last: it marks the cell done), per_prompt.parquet (each target per evaluation prompt) and the ledger with the evaluation's events. Slurm's warning during evaluation is noted and evaluation goes on (its trained stage is already written)."
-    from race_nb.grpo import note_stop_signals
+    from race_nb.checkpoint import note_stop_signals
     with note_stop_signals(): return _finish_cell(cfg, trained, out_dir)
 
 def _finish_cell(cfg: CellConfig, trained: TrainedCell, out_dir) -> dict:

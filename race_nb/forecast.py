@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .config import DEFAULT_ARM
-from .race import (Thresholds, _paired_diff, arm_values, config_keys, diagnose, group_keys, paired_interval, select_config,
+from .race import (Thresholds, paired_diff, arm_values, config_keys, diagnose, group_keys, paired_interval, select_config,
                           truth_label, update_sides)
 
 # %% auto #0
@@ -213,7 +213,7 @@ def forecast_validation(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregat
         means = f.groupby("arm")[target].mean()
         _, lows, highs = update_sides(cells)
         arms, _, V = arm_values(f[f.arm.isin(lows + highs)], target, full_prompts)
-        tl = truth_label(_paired_diff(V, [arms.index(a) for a in highs if a in arms], [arms.index(a) for a in lows if a in arms]))
+        tl = truth_label(paired_diff(V, [arms.index(a) for a in highs if a in arms], [arms.index(a) for a in lows if a in arms]))
         base = dict(cfg, config=" / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in cfg.values()), full_call=tr.iloc[0].call,
                     full_contrast=tr.iloc[0].get("contrast"), truth=tl["label"], truth_est=tl["est"], truth_lo=tl["lo"], truth_hi=tl["hi"],
                     truth_seeds=tl["seeds"], full_best_arm=means.idxmax(), full_flops=float(f.flops_total.sum()))

@@ -4,31 +4,28 @@
 
 # %% ../nbs/05_grpo.ipynb #917791c9
 from __future__ import annotations
-import contextlib, functools, inspect, json, logging, os, signal, threading, time, warnings
+import contextlib, functools, inspect, json, logging, os, time, warnings
 from pathlib import Path
 import torch
 from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
-from .core import RESUMES, atomic_path, check_positive, check_choice, checkpoint_resumes, last_checkpoint, write_atomic
-from .contract import CELL_DIR_ENV, cell_mismatches
-from .config import Arm, CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_SHARE, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, OOM_RETRIES, CellConfig
+from trl import GRPOTrainer
+from .core import check_positive, checkpoint_resumes, last_checkpoint, write_atomic
+from .contract import CELL_DIR_ENV, FLOP_CHECK_ENV, cell_mismatches
+from .config import Arm, CELL_CHECKPOINT_ENV, MIN_CYCLES_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, OOM_RETRIES, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
-from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
-from .rewards.core import Reward
 from .fastgen import chunked_with_retry, rollouts
+from .checkpoint import (CHECKPOINT_REQUEST, ROLLOUT_BUFFER, SIGNAL_HISTORY, STOP_NOTED, CellInterrupted, CheckpointCallback,
+                                LedgerCheckpointCallback, mid_cycle, note_stop_signals)
+from .watch import NoSignal, NoSignalWarning, SignalWatch, group_signal
+from .charge import ModelCharge, attach_rewards, charge_reward_model
+from .tracking import PROGRESS, TrackingCallback, tracking_args
 
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'SIGNAL_HISTORY', 'ROLLOUT_BUFFER', 'CHECKPOINT_REQUEST', 'STOP_NOTED', 'CHECKPOINT_WINDOW_ENV',
-           'PEAK_FLOPS', 'PROGRESS', 'CELL_CHECKPOINT_ENV', 'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback',
-           'mid_cycle', 'LedgerCheckpointCallback', 'CellInterrupted', 'note_stop_signals', 'CheckpointCallback',
-           'NoSignal', 'NoSignalWarning', 'group_signal', 'signal_step_share', 'carried_no_signal',
-           'dead_reward_message', 'no_signal_message', 'SignalWatch', 'peak_flops_of', 'charge_reward_model',
-           'ModelCharge', 'tracking_args', 'TrackingCallback', 'LedgerGRPOTrainer', 'ledger_logs', 'TooFewCycles',
-           'CycleCheck', 'grpo_args', 'min_budget', 'load_cell_policy', 'vllm_stops', 'trainer_parts',
-           'cell_generation_chunk', 'build_trainer', 'count_by_component', 'whole_step_check']
+__all__ = ['logger', 'PEAK_FLOPS', 'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback', 'peak_flops_of', 'LedgerGRPOTrainer',
+           'ledger_logs', 'count_by_component', 'TooFewCycles', 'CycleCheck']
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards
@@ -64,212 +61,6 @@ class BudgetCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kw):
         if self.bar is not None: self.bar.close()
-
-# %% ../nbs/05_grpo.ipynb #8dc44892
-SIGNAL_HISTORY = "signal_history.json" # in a checkpoint: the signal watch's per-step records, so a resumed run's end-of-run check sees every step
-ROLLOUT_BUFFER = "rollout_buffer.pt" # in a checkpoint taken inside a generation cycle: trl's buffered rollouts and its micro-step, so the cycle goes on
-
-def mid_cycle(trainer) -> bool:
-    "Is the trainer inside a generation cycle (its next micro-step would reuse trl's buffered rollouts, not generate)?"
-    every = trainer.args.steps_per_generation * trainer.num_iterations
-    return getattr(trainer, "_buffered_inputs", None) is not None and trainer._step % every != 0
-
-class LedgerCheckpointCallback(TrainerCallback):
-    "Write the ledger, the run's resumes so far and its signal watch's steps into every checkpoint folder, so a resumed run continues all three; inside a generation cycle also trl's rollout buffer (`ROLLOUT_BUFFER`), so the run resumes mid-cycle."
-    def __init__(self, ledger: FlopsLedger, trainer=None): self.ledger, self.trainer = ledger, trainer
-    def on_save(self, args, state, control, **kw):
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-        ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if state.is_world_process_zero and ckpt.is_dir():
-            write_atomic(ckpt / RESUMES, json.dumps(getattr(self.trainer, "resumed_from", [])))
-            if (watch := getattr(self.trainer, "signal_watch", None)) is not None: write_atomic(ckpt / SIGNAL_HISTORY, json.dumps(watch.history))
-            if self.trainer is not None and mid_cycle(self.trainer):  # the rollouts the rest of the cycle trains on
-                tmp = ckpt / (ROLLOUT_BUFFER + ".tmp")
-                torch.save(dict(step=self.trainer._step, buffer=self.trainer._buffered_inputs, signal=getattr(self.trainer, "_signal", None)), tmp)
-                os.replace(tmp, ckpt / ROLLOUT_BUFFER)
-            self.ledger.save(ckpt / "ledger.parquet")  # last: it marks the checkpoint complete (`last_checkpoint`)
-
-# %% ../nbs/05_grpo.ipynb #de9cd872
-class CellInterrupted(RuntimeError):
-    "Training stopped right after a checkpoint because the process was asked to stop; rerun (or requeue) the cell and it resumes from that checkpoint."
-
-CHECKPOINT_REQUEST = "checkpoint.request" # a file in the cell folder that asks the training kernel to checkpoint and stop (the Slurm job writes it)
-STOP_NOTED = {} # a stop signal that arrived outside train() (loading models, evaluating): {"signal": its name}
-
-@contextlib.contextmanager
-def note_stop_signals(signals=(signal.SIGUSR2,)):
-    "Outside `train()` (loading models, evaluating): Slurm's time-limit warning is noted instead of killing the kernel (SIGUSR2's default); a training still to come checkpoints at its first cycle boundary, an evaluation goes on."
-    if threading.current_thread() is not threading.main_thread(): yield; return
-    def note(signum, frame):
-        STOP_NOTED["signal"] = signal.Signals(signum).name
-        logger.warning("%s arrived outside training: noted (training checkpoints at its next cycle boundary; an evaluation goes on)", STOP_NOTED["signal"])
-    old = {s: signal.signal(s, note) for s in signals}
-    try: yield
-    finally:
-        for s, h in old.items(): signal.signal(s, h)
-
-# %% ../nbs/05_grpo.ipynb #10347ea6
-CHECKPOINT_WINDOW_ENV = "RACE_CHECKPOINT_WINDOW" # seconds a checkpoint has after Slurm's warning (the Slurm job sets it: signal_delay less 20 s)
-
-class CheckpointCallback(TrainerCallback):
-    "Save a trl checkpoint every `every_steps` optimizer steps or `every_minutes` minutes, and at once when asked to stop (SIGTERM, SIGUSR2, or `request_file` appearing), then raise `CellInterrupted`. Periodic checkpoints only at generation-cycle boundaries (every `mu` steps), where a resumed run generates exactly where an uninterrupted one does; with `mid_cycle` a stop request saves at the next optimizer step, inside a cycle too (the trainer's `LedgerCheckpointCallback` saves trl's rollout buffer with it, and the resumed run finishes the cycle on it). It times what a stop request may have to wait for (an optimizer step with `mid_cycle`, else a cycle): the first one longer than the window a checkpoint has after Slurm's warning (`window`, else RACE_CHECKPOINT_WINDOW) is said once in the log, with the signal_delay that would cover it."
-    def __init__(self, mu: int, # update passes per generation (steps per cycle)
-                 every_steps: int | None = None, every_minutes: float | None = None, # periodic checkpoints (None: off)
-                 request_file=None, # a file whose appearance asks for a checkpoint and a stop
-                 signals=(signal.SIGTERM, signal.SIGUSR2), # signals that ask for the same (Slurm: preemption, time-limit warning)
-                 spent_seconds: float = 0.0, # training wall time before this run (a resumed run's earlier attempts)
-                 window: float | None = None, # seconds a checkpoint has after Slurm's warning (None: RACE_CHECKPOINT_WINDOW, if set)
-                 mid_cycle: bool = False): # a stop request checkpoints at the next optimizer step, inside a cycle too (the trainer saves trl's rollout buffer: LedgerGRPOTrainer)
-        self.spent, self.mu, self.every_steps, self.every_minutes = spent_seconds, check_positive("mu", mu, integer=True), every_steps, every_minutes
-        self.request_file, self.signals, self.asked, self._old = request_file and Path(request_file), signals, None, {}
-        w = window if window is not None else os.environ.get(CHECKPOINT_WINDOW_ENV)
-        self.window, self.longest_wait, self.window_short = (float(w) if w else None), 0.0, False
-        self.mid_cycle, self.wait_start = mid_cycle, time.time()
-
-    def _handle(self, signum, frame): self.asked = signal.Signals(signum).name
-
-    def on_train_begin(self, args, state, control, **kw):
-        self.begin = self.last_time = self.wait_start = time.time()
-        self.last_step = state.global_step
-        if self.asked is None and STOP_NOTED.get("signal"): self.asked = STOP_NOTED.pop("signal")  # it came while the models loaded
-        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
-            self._old = {s: signal.signal(s, self._handle) for s in self.signals}
-
-    def on_step_end(self, args, state, control, **kw):
-        if self.request_file is not None and self.asked is None and self.request_file.exists(): self.asked = "a checkpoint request"
-        boundary = state.global_step % self.mu == 0
-        if self.mid_cycle or boundary:  # what a stop request may wait for: one optimizer step with mid_cycle, else one cycle
-            now = time.time()
-            wait, self.wait_start = now - self.wait_start, now
-            self.longest_wait = max(self.longest_wait, wait)
-            if self.window and wait > self.window and not self.window_short:  # measured, once: Slurm's warning is too short for this cell
-                self.window_short = True
-                unit = "an optimizer step" if self.mid_cycle else "a generation cycle"
-                logger.warning("%s took %.0f s, longer than the %.0f s a checkpoint has after Slurm's warning: a stop asked for during one "
-                               "waits for its end and may be cut off (losing the work since the last checkpoint); raise "
-                               "resources.signal_delay to at least %d s", unit, wait, self.window, int(1.5 * wait + 20) + 1)
-        if not boundary:  # mid-cycle: only a stop request saves here, and only where the rollout buffer is saved with it
-            if self.asked and self.mid_cycle: control.should_save = True
-            return control
-        due = (self.every_steps and state.global_step - self.last_step >= self.every_steps) or \
-              (self.every_minutes and time.time() - self.last_time >= 60 * self.every_minutes)
-        if self.asked or (due and not control.should_training_stop): control.should_save = True
-        return control
-
-    def on_save(self, args, state, control, **kw):
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-        self.last_time, self.last_step = time.time(), state.global_step
-        ckpt = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if state.is_world_process_zero and ckpt.is_dir():  # training wall time so far: a resumed cell reports the sum of its attempts
-            write_atomic(ckpt / "elapsed.json", json.dumps({"train_seconds": self.spent + time.time() - self.begin, "longest_wait_seconds": self.longest_wait,
-                                                           "checkpoint_window_seconds": self.window}))
-        if self.asked:  # the ledger callback (added first) has written the checkpoint's ledger
-            self._restore()
-            raise CellInterrupted(f"checkpoint-{state.global_step} written after {self.asked}; the cell resumes from it")
-
-    def on_train_end(self, args, state, control, **kw): self._restore()
-
-    def _restore(self):
-        for s, h in self._old.items(): signal.signal(s, h)
-        self._old = {}
-
-# %% ../nbs/05_grpo.ipynb #30d3fa0e
-class NoSignal(RuntimeError):
-    "Training stopped: K optimizer steps in a row carried no learning signal (on_no_signal: fail)."
-
-class NoSignalWarning(UserWarning):
-    "K optimizer steps in a row, or a whole run, carried no learning signal (on_no_signal: warn)."
-
-def group_signal(rewards: torch.Tensor, # [completions] total (weighted) reward of each completion of one generation batch
-                 n: int, # completions per prompt group
-                ) -> float:
-    "Share of prompt groups whose rewards are not all equal: the groups with a non-zero advantage (trl's 1 - frac_reward_zero_std)."
-    g = torch.nan_to_num(rewards.float(), nan=0.0).view(-1, n)
-    return float(((g.max(1).values - g.min(1).values) > 0).float().mean())
-
-def signal_step_share(history: list, # `SignalWatch.history` records (or a window of them): one per optimizer step
-                     ) -> float | None:
-    "Share of these optimizer steps whose batch had at least one group with a non-zero advantage (None: no steps)."
-    return sum(r["groups"] > 0 for r in history) / len(history) if history else None
-
-def carried_no_signal(history: list, share: float = NO_SIGNAL_SHARE) -> bool:
-    "Did these optimizer steps carry a signal in none, or almost none (at most `share` of them)? The watch and the end-of-run check both ask this."
-    s = signal_step_share(history)
-    return s is not None and s <= share
-
-def dead_reward_message(summary: dict, # `SignalWatch.summary()` of the run
-                        rewards: list, # the reward functions' names
-                        clipped: float | None, max_len: int | None, # share of completions clipped at max_completion_length, and that length
-                        share: float = NO_SIGNAL_SHARE) -> str:
-    "The one line said at the end of a run whose reward carried a signal in none (or almost none) of its steps: the reward, the shares, what to change."
-    fixes, gated = [], summary.get("answer_share") is not None
-    what = [f"a learning signal in {summary['signal_step_share']:.0%} of its {summary['signal_steps']} optimizer steps (at most {share:.0%} counts as none)"]
-    if gated:
-        what.append(f"{summary['answer_share']:.0%} of completions stated a final answer, and it is answer-gated (0 without one)")
-        fixes.append("require_answer: false in the reward's settings")
-    fixes.append(f"a longer max_completion_length (now {max_len}" + (f"; {clipped:.0%} of completions clipped)" if clipped is not None else ")"))
-    fixes.append("another reward (sparse, structured or dense give a rule-based signal)")
-    return (f"dead reward: {', '.join(rewards)} carried " + "; ".join(what) + ", so every advantage was (almost) 0 and the policy hardly "
-            f"moved. Change: " + ", or ".join(fixes) + ".")
-
-def no_signal_message(steps: int, last_step: int, n: int, rewards: list, answered: float | None, clipped: float | None,
-                      max_len: int | None, with_signal: int = 0, # of the `steps`, how many had a group of non-zero advantage
-                     ) -> str:
-    "The warning for `steps` optimizer steps without signal (all of them, or all but `with_signal`), naming the reward and the likely causes."
-    causes = []
-    if answered is not None: causes.append(f"no completion stated a final answer ({answered:.0%} did; an answer-gated reward such as a PRM "
-                                           "or judge with require_answer: true gives 0 without one)")
-    if clipped is not None: causes.append(f"completions clipped at max_completion_length={max_len} ({clipped:.0%} of them were): too "
-                                          "short for the answer (a boxed answer needs room)")
-    causes.append("a constant reward (a reward function or model that gives every completion the same value)")
-    head = (f"no learning signal for {steps} optimizer steps in a row (up to step {last_step}): in every group" if not with_signal else
-            f"almost no learning signal: only {with_signal} of the last {steps} optimizer steps (up to step {last_step}) had one; in every other step's groups")
-    return (f"{head} of {n} completions the "
-            f"reward ({', '.join(rewards)}) was the same, so every advantage was 0 and the policy could not move. Likely causes: "
-            + "; ".join(causes) + ". The grid setting on_no_signal: fail stops such a cell; warn trains on.")
-
-# %% ../nbs/05_grpo.ipynb #e24781b0
-class SignalWatch(TrainerCallback):
-    "Per optimizer step: the share of groups with a non-zero advantage (and of completions that stated an answer) of the batch it trained on. When the last `steps` steps carried a signal in none or almost none of them (`carried_no_signal`), and again at the end of a run of any length (`finish`): a warning, or `NoSignal`."
-    def __init__(self, trainer, steps: int = NO_SIGNAL_STEPS, on_no_signal: str = "fail",
-                 share: float = NO_SIGNAL_SHARE): # at most this share of steps with a signal counts as none (the end-of-run check's too)
-        self.tr, self.steps, self.mode = trainer, check_positive("no_signal_steps", steps, integer=True), check_choice("on_no_signal", on_no_signal, ON_NO_SIGNAL)
-        self.share, self.history, self.warned = share, [], False
-
-    def on_step_end(self, args, state, control, **kw):
-        sig = getattr(self.tr, "_signal", None)
-        if sig is None: return
-        self.history.append(dict(step=state.global_step, **sig))
-        window = self.history[-self.steps:]
-        if len(window) >= self.steps and carried_no_signal(window, self.share) and not self.warned:
-            msg = no_signal_message(self.steps, state.global_step, self.tr.num_generations, list(self.tr.reward_func_names), sig.get("answered"),
-                                    sig.get("clipped"), getattr(self.tr.args, "max_completion_length", None), sum(r["groups"] > 0 for r in window))
-            self.warned = True
-            self._say(msg)
-
-    def _say(self, msg: str):
-        "on_no_signal: fail raises `NoSignal`; warn issues it as a `NoSignalWarning` (one line in a cell's output, which its cell.log receives; catchable in code) and logs it."
-        if self.mode == "fail": raise NoSignal(msg)
-        warnings.warn(msg, NoSignalWarning, stacklevel=3)
-        logger.info(msg)
-
-    def finish(self) -> str | None:
-        "At the end of a run (`LedgerGRPOTrainer.train`, however few its steps): if its reward carried a signal in none or almost none of them, say so in one line (`dead_reward_message`), or raise `NoSignal` under on_no_signal: fail. Returns the line."
-        if not carried_no_signal(self.history, self.share): return None
-        clipped = [r["clipped"] for r in self.history if r.get("clipped") is not None]
-        msg = dead_reward_message(self.summary(), list(self.tr.reward_func_names), sum(clipped) / len(clipped) if clipped else None,
-                                  getattr(self.tr.args, "max_completion_length", None), self.share)
-        self._say(msg)
-        return msg
-
-    def summary(self) -> dict:
-        "What metrics.json records: mean share of groups with signal, steps without any, mean answered share (answer-gated rewards)."
-        h = self.history
-        if not h: return dict(signal_share=None, no_signal_steps=None, answer_share=None, signal_steps=0, signal_step_share=None, dead_reward=False)
-        ans = [r["answered"] for r in h if r.get("answered") is not None]
-        return dict(signal_share=float(sum(r["groups"] for r in h) / len(h)), no_signal_steps=sum(r["groups"] == 0 for r in h),
-                    answer_share=float(sum(ans) / len(ans)) if ans else None, signal_steps=len(h),
-                    signal_step_share=signal_step_share(h), dead_reward=carried_no_signal(h, self.share))
 
 # %% ../nbs/05_grpo.ipynb #073c308c
 @contextlib.contextmanager
@@ -313,76 +104,6 @@ def _fast_reason(tr) -> str | None:
     return fast_unsupported(tr.accelerator.unwrap_model(tr.model), top_k=tr.top_k, top_p=tr.top_p, min_p=tr.min_p,
                             repetition_penalty=tr.repetition_penalty)
 
-# %% ../nbs/05_grpo.ipynb #c452ed8e
-def charge_reward_model(fn, # a reward function given to the trainer
-                        *models: torch.nn.Module, # the models it runs (none: it runs no model)
-                       ):
-    "Declare the models `fn` runs, so `LedgerGRPOTrainer` charges their forwards to reward; without models, declare `fn` model-free."
-    for m in models:
-        if not isinstance(m, torch.nn.Module):
-            raise TypeError(f"charge_reward_model: expected torch modules (the models {fn!r} runs), got {type(m).__name__}")
-    try: fn.__race_models__ = tuple(models)
-    except (AttributeError, TypeError):  # bound methods and builtins take no attributes: wrap them
-        inner = fn
-        if inspect.iscoroutinefunction(inner):
-            async def fn(*a, **k): return await inner(*a, **k)
-        else:
-            def fn(*a, **k): return inner(*a, **k)
-        fn = functools.wraps(inner)(fn)
-        fn.__race_models__ = tuple(models)
-    return fn
-
-# %% ../nbs/05_grpo.ipynb #ea3e6824
-class ModelCharge:
-    "Forward hooks on one reward model: each forward run while the trainer scores is charged to `reward` on its padded shape."
-    def __init__(self, trainer, # the LedgerGRPOTrainer whose ledger is charged while it scores
-                 model: torch.nn.Module, # a transformers model of a supported architecture
-                 name: str, # the reward function's name (the ledger's phase)
-                ):
-        self.trainer, self.name, self.flops, self._t0 = trainer, name, ModelFlops.from_model(model), None
-        self.handles = [model.register_forward_pre_hook(self._pre, with_kwargs=True),
-                        model.register_forward_hook(self._post, with_kwargs=True)]
-
-    def _pre(self, module, args, kwargs):
-        if getattr(self.trainer, "_scoring", False): self._t0 = time.perf_counter()
-
-    def _post(self, module, args, kwargs, output):
-        if self._t0 is None: return
-        secs, self._t0 = time.perf_counter() - self._t0, None
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is None: ids = kwargs["inputs_embeds"][..., 0]
-        (B, S), mask = ids.shape, kwargs.get("attention_mask")
-        full = self.flops.reward_forward(B, S)
-        lens = mask.sum(1).tolist() if mask is not None else [S] * B
-        useful = sum(self.flops.reward_forward(1, int(l)) for l in lens if l > 0)
-        self.trainer.ledger.record(self.trainer.state.global_step, "reward", self.name, full, tokens=B * S,
-                                   useful_flops=min(useful, full), useful_tokens=int(sum(lens)), seconds=secs)
-
-    def remove(self):
-        for h in self.handles: h.remove()
-
-# %% ../nbs/05_grpo.ipynb #4409669f
-def _attach_rewards(tr) -> list[str]:
-    "Make every reward function of `tr` charge its ledger; return the names of those charged 0 FLOPs without a declaration."
-    uncharged, tr._charges = [], []
-    for f, name in zip(tr.reward_funcs, tr.reward_func_names):
-        if isinstance(f, Reward):
-            f.attach(tr.ledger)
-            continue
-        models = [f] if isinstance(f, torch.nn.Module) else getattr(f, "__race_models__", None)
-        if models is None:
-            uncharged.append(name)
-            continue
-        for m in models:
-            try: tr._charges.append(ModelCharge(tr, m, name))
-            except (ValueError, KeyError, TypeError) as e:
-                warnings.warn(f"reward {name!r}: the ledger cannot count {type(m).__name__} ({e}); its forwards are charged 0 FLOPs")
-                uncharged.append(name)
-    if uncharged:
-        warnings.warn(f"reward function(s) {uncharged} are charged 0 FLOPs: if one runs a model, declare it with "
-                      f"charge_reward_model(fn, model); charge_reward_model(fn) declares a function that runs none")
-    return uncharged
-
 # %% ../nbs/05_grpo.ipynb #cfe8247e
 def _trainer_ledger(budget: float | None, ledger: FlopsLedger | None) -> FlopsLedger:
     "The ledger a trainer records into: `ledger`, its budget set to `budget` when given (never contradicted), or a new one with `budget`."
@@ -392,87 +113,8 @@ def _trainer_ledger(budget: float | None, ledger: FlopsLedger | None) -> FlopsLe
         ledger.budget = float(check_positive("budget", budget))
     return ledger
 
-PROGRESS = "progress.json" # a grid cell's last step, rewritten every optimizer step: what `race grid watch` reads
 
-def tracking_args(args, env=None) -> dict | None:
-    "In a grid cell with tracking (RACE_TRACK): set trl's `report_to` and `run_name` (the cell id) on `args`, and each tracker's own place (TensorBoard and trackio files under the runs folder; W&B and MLflow grouped by the grid). Returns the settings, or None."
-    env = os.environ if env is None else env
-    if not (spec := env.get(TRACK_ENV)): return None
-    t, cell = json.loads(spec), env.get(CELL_ID_ENV) or Path.cwd().name
-    if not t.get("report_to"): return None
-    args.report_to, args.run_name = list(t["report_to"]), cell
-    if hasattr(args, "project"): args.project = t["project"]
-    where = {"tensorboard": {"TENSORBOARD_LOGGING_DIR": str(Path(t["dir"]) / "tensorboard" / cell)},
-             "trackio": {"TRACKIO_DIR": str(Path(t["dir"]) / "trackio")},
-             "wandb": {"WANDB_PROJECT": t["project"], "WANDB_RUN_GROUP": t["group"], "WANDB_NAME": cell, "WANDB_RUN_ID": f"{t['group']}-{cell}",
-                       "WANDB_RESUME": "allow"},  # a resumed cell continues its run
-             "mlflow": {"MLFLOW_EXPERIMENT_NAME": t["project"], "MLFLOW_RUN_NAME": cell, "MLFLOW_TAGS": json.dumps({"grid": t["group"]})}}
-    for r in t["report_to"]: os.environ.update(where.get(r, {}))  # read by transformers' callbacks when the trainer builds them
-    return t
-
-class _TrackioWithoutDashboard:
-    "The trackio module as transformers' TrackioCallback calls it, but its `init` never launches trackio's local dashboard. A grid cell runs in a Jupyter kernel, where `trackio.init` starts a web server (uvicorn, port 7860 on) in every cell; two cells starting at once bind the same port and one of them waits 60 s for a server that never starts. `race grid watch` and trackio's own `trackio show` read the runs instead."
-    def __init__(self, module): self._module = module
-    def __getattr__(self, name): return getattr(self._module, name)
-    def init(self, *args, **kwargs): return self._module.init(*args, **{**kwargs, "embed": False})
-
-class TrackingCallback(TrainerCallback):
-    "A grid cell's tracked run: the cell's parameters as the run's config; on a resume, each step stays logged once (TensorBoard purges the steps after the checkpoint, trackio skips those it has and gets back those it lost); each step's progress for `race grid watch`."
-    def __init__(self, trainer, track: dict | None):
-        self.tr, self.track, self.t0 = trainer, track, None
-        if track and "trackio" in track["report_to"]:  # a grid cell's trackio run: no dashboard per cell
-            from transformers.integrations import TrackioCallback
-            for cb in trainer.callback_handler.callbacks:
-                if isinstance(cb, TrackioCallback): cb._trackio = _TrackioWithoutDashboard(cb._trackio)
-
-    def _tb(self):
-        from transformers.integrations import TensorBoardCallback
-        return next((cb for cb in self.tr.callback_handler.callbacks if isinstance(cb, TensorBoardCallback)), None)
-
-    def resuming(self, step: int, ckpt=None) -> None:
-        "Before training resumes from checkpoint `step` (folder `ckpt`): TensorBoard's writer starts with purge_step = step + 1; trackio gets each step once."
-        if (tb := self._tb()) is not None and getattr(tb, "_SummaryWriter", None) is not None:
-            tb._SummaryWriter = functools.partial(tb._SummaryWriter, purge_step=step + 1)
-        if self.track and "trackio" in self.track["report_to"]: self._trackio_once(step, ckpt)
-
-    def _trackio_once(self, step: int, ckpt) -> None:
-        "trackio has no purge and writes in the background: a stopped run may have logged steps after checkpoint `step` (trained "
-        "again now, with the same values: a cell is deterministic on its machine) and lost steps before it (never flushed). Steps "
-        "it has are not logged again; the checkpoint's own log history fills the ones it lost, before the first new step."
-        from transformers.integrations import TrackioCallback
-        if (cb := next((c for c in self.tr.callback_handler.callbacks if isinstance(c, TrackioCallback)), None)) is None: return
-        import dataclasses
-        from trackio.sqlite_storage import SQLiteStorage
-        have = {r["train/global_step"] for r in SQLiteStorage.get_logs(self.track["project"], self.tr.args.run_name) or [] if r.get("train/global_step") is not None}
-        state_file = Path(ckpt or "") / "trainer_state.json"
-        hist = json.loads(state_file.read_text()).get("log_history", []) if ckpt and state_file.exists() else []
-        lost = [r for r in hist if r.get("step", step + 1) <= step and r["step"] not in have and not any(k.startswith("eval_") for k in r)]
-        on_log = cb.on_log
-        def once(args, state, control, **kw):
-            while lost:  # the steps trackio lost, in order, as the trainer logged them
-                r = lost.pop(0)
-                on_log(args, dataclasses.replace(state, global_step=r["step"]), control, **{**kw, "logs": {k: v for k, v in r.items() if k != "step"}})
-            if state.global_step not in have: return on_log(args, state, control, **kw)
-        cb.on_log = once
-
-    def on_train_begin(self, args, state, control, **kw):
-        self.t0 = (time.time(), state.global_step)
-        if not self.track or not (Path.cwd() / "params.yaml").exists(): return
-        params = (Path.cwd() / "params.yaml").read_text()
-        if (tb := self._tb()) is not None and tb.tb_writer is not None: tb.tb_writer.add_text("race/params", f"```yaml\n{params}```")
-        if "trackio" in self.track["report_to"]:
-            import trackio, yaml
-            trackio.config.update({f"race/{k}": v for k, v in (yaml.safe_load(params) or {}).items()}, allow_val_change=True)
-
-    def on_log(self, args, state, control, logs=None, **kw):
-        if os.environ.get(CELL_ID_ENV) is None or not logs or any(k.startswith("eval_") for k in logs): return
-        led, (t0, s0) = self.tr.ledger, self.t0 or (time.time(), 0)
-        per = (time.time() - t0) / (state.global_step - s0) if state.global_step > s0 else None
-        used = led.total / led.budget if led.budget else None
-        eta = per * state.global_step * (1 - used) / used if per and used else None  # steps so far, scaled to the budget left
-        write_atomic(Path.cwd() / PROGRESS, json.dumps(dict(step=state.global_step, budget_used=used, rho=led.rho, reward=logs.get("reward"),
-                                                          seconds_per_step=per, eta_seconds=eta, time=time.time())))
-
+# %% ../nbs/05_grpo.ipynb #cfe8247e
 def _add_ledger_callbacks(trainer, ledger: FlopsLedger) -> None:
     "With a budget, the budget bar replaces trl's step bar (max_steps is only a cap) and stops training; the ledger is saved with every checkpoint."
     if ledger.budget:
@@ -480,6 +122,7 @@ def _add_ledger_callbacks(trainer, ledger: FlopsLedger) -> None:
             if type(cb).__name__ in ("ProgressCallback", "NotebookProgressCallback"): trainer.remove_callback(cb)
         trainer.add_callback(BudgetCallback(ledger))
     trainer.add_callback(LedgerCheckpointCallback(ledger, trainer))
+
 
 # %% ../nbs/05_grpo.ipynb #61cb2fe6
 class LedgerGRPOTrainer(GRPOTrainer):
@@ -512,7 +155,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
             raise ValueError(f"keep must lie in [2, num_generations={self.num_generations}], got {self.keep}")
         if self.keep < self.num_generations and self.accelerator.num_processes > 1:
             raise ValueError("PODS down-sampling (keep < num_generations) is implemented for one process only")
-        self.uncharged = _attach_rewards(self)
+        self.uncharged = attach_rewards(self)
         self._scoring, self._flos_seen, self._logged = False, ledger.total, (self.state.global_step, ledger.totals())
         _add_ledger_callbacks(self, ledger)
         self.signal_watch = SignalWatch(self, no_signal_steps or int(os.environ.get(NO_SIGNAL_STEPS_ENV) or NO_SIGNAL_STEPS),
@@ -689,8 +332,30 @@ def floating_point_ops(self: LedgerGRPOTrainer, inputs) -> float:
     delta, self._flos_seen = total - self._flos_seen, total
     return delta
 
+# %% ../nbs/05_grpo.ipynb #76238528
+def count_by_component(trainer: LedgerGRPOTrainer, # a trainer about to train
+                       fn=None, # what to run (default: trainer.train)
+                      ) -> tuple:
+    "Run `fn` under FlopCounterMode; return (its result, counted FLOPs per component): generation is search, reward functions reward, the rest learning."
+    from race_nb.flops import flop_counter
+    fc = flop_counter()
+    parts = dict(search=0.0, reward=0.0)
+    def wrap(name, part):
+        orig = getattr(trainer, name)
+        def counted(*a, **k):
+            before = fc.get_total_flops()
+            try: return orig(*a, **k)
+            finally: parts[part] += fc.get_total_flops() - before
+        setattr(trainer, name, counted)
+    wrap("_generate", "search"); wrap("_calculate_rewards", "reward")
+    try:
+        with fc: out = (fn or trainer.train)()
+    finally:
+        for n in ("_generate", "_calculate_rewards"): trainer.__dict__.pop(n, None)
+    total = float(fc.get_total_flops())
+    return out, dict(search=float(parts["search"]), learning=total - parts["search"] - parts["reward"], reward=float(parts["reward"]))
+
 # %% ../nbs/05_grpo.ipynb #2abaae43
-CELL_CHECKPOINT_ENV = "RACE_CELL_CHECKPOINT" # JSON checkpoint settings a grid gives a user's notebook: its trainer checkpoints and resumes like our cells
 BUDGET_CHECK = "budget_check.json" # what a user notebook's cell measured of its first step: FLOPs per generation cycle, cycles its budget buys
 
 class TooFewCycles(RuntimeError):
@@ -739,7 +404,7 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
         if buf.get("signal") is not None: self._signal = buf["signal"]
     run = lambda: GRPOTrainer.train(self, str(ckpt) if ckpt else None, *args, **kwargs)
     with _quiet_deprecations():  # RACE_FLOP_CHECK=1 (a pilot's --flop-check): the whole run under FlopCounterMode, by component
-        if os.environ.get("RACE_FLOP_CHECK") == "1": out, self.flop_counts = count_by_component(self, run)
+        if os.environ.get(FLOP_CHECK_ENV) == "1": out, self.flop_counts = count_by_component(self, run)
         else: out = run()
     self.signal_watch.finish()  # a reward that carried no signal is said (or fails the run), however short the run
     if self.report_card and self.accelerator.is_main_process:
@@ -751,141 +416,3 @@ def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs)
         self.ledger.save(out_dir / "ledger.parquet")
         print(card)
     return out
-
-# %% ../nbs/05_grpo.ipynb #4e215c5d
-_CKPT_FIELD = "activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__ else "gradient_checkpointing"
-
-def grpo_args(cfg: CellConfig, arm: Arm, output_dir) -> GRPOConfig:
-    "trl's GRPOConfig for a cell: one optimizer step per update pass over the whole kept batch, in `micro_batches` micro-batches."
-    cuda = torch.cuda.is_available()
-    batch, kept, G = cfg.prompts_per_step * arm.n, cfg.prompts_per_step * arm.m, check_positive("micro_batches", cfg.micro_batches, integer=True)
-    if batch % G or kept % G:
-        raise ValueError(f"micro_batches={G} must divide the generation batch ({batch} rollouts) and the kept batch ({kept}) of arm {arm.name}")
-    vllm = dict(use_vllm=True, vllm_mode=check_choice("vllm_mode", cfg.vllm_mode, ("colocate", "server")),
-                vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, vllm_max_model_length=cfg.vllm_max_model_length) if cfg.use_vllm else {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        return GRPOConfig(
-            output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, use_cpu=not cuda, bf16=cuda and cfg.dtype != "float32",
-            **{_CKPT_FIELD: cfg.gradient_checkpointing}, report_to="none", save_strategy="no", save_total_limit=2, logging_steps=1, disable_tqdm=True,
-            per_device_train_batch_size=batch // G, gradient_accumulation_steps=G, steps_per_generation=G, **vllm,
-            num_generations=arm.n, num_iterations=arm.mu, beta=arm.beta, max_completion_length=cfg.max_completion_length,
-            temperature=cfg.temperature, learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
-            max_steps=cfg.max_steps, dataloader_num_workers=0, remove_unused_columns=False)
-
-# %% ../nbs/05_grpo.ipynb #6069375d
-def min_budget(cfg: CellConfig, arm: Arm, prompt_len: int = 16) -> float:
-    "FLOPs of one generation cycle at full completion length: the smallest budget that can run a step."
-    return sum(arm_flops(arm, policy_flops(cfg.model, cfg.lora_r, cfg.model_path), reward_model_flops(cfg.reward, cfg.reward_settings),
-                         cfg.prompts_per_step, prompt_len, cfg.max_completion_length).values())
-
-# %% ../nbs/05_grpo.ipynb #7a9b9b9b
-def load_cell_policy(cfg: CellConfig) -> tuple:
-    "(model, tokenizer) of a cell's policy on the training device: its dtype, and eager attention on CPU unless the cell says otherwise."
-    from race_nb.models import load_policy, default_device
-    device = default_device()
-    attn = cfg.attn_implementation or ("eager" if device == "cpu" else None)
-    return load_policy(cfg.model, cfg.model_path, dtype=cfg.dtype, attn_implementation=attn, device=device)
-
-# %% ../nbs/05_grpo.ipynb #2b0ab736
-def vllm_stops(args: GRPOConfig, # the cell's trl config (use_vllm)
-               tok, model, # the loaded policy
-              ) -> list[int]:
-    "Make trl's vLLM generation stop where `generate` does: every stop id into `generation_kwargs` (vLLM's SamplingParams). Nothing is written into the model's folder (a shared model store is often read-only)."
-    from race_nb.models import stop_token_ids
-    ids = stop_token_ids(tok, model)
-    args.generation_kwargs = {**(args.generation_kwargs or {}), "stop_token_ids": ids}
-    return ids
-
-# %% ../nbs/05_grpo.ipynb #1f11a1df
-def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
-    "The keyword arguments of trl's GRPOTrainer for a cell (policy, LoRA, reward, dataset, config); `arm` overrides the cell's."
-    from datasets import Dataset
-    from peft import LoraConfig
-    from race_nb.data import load_spec, task_of
-    from race_nb.models import format_prompt
-    from race_nb.rewards import make_reward
-    from race_nb.rewards.prm import check_scorer_tasks
-    arm = arm or cell_arm(cfg)
-    check_positive("budget", cfg.budget)
-    need = min_budget(cfg, arm)
-    if cfg.budget < need:
-        raise ValueError(f"budget {cfg.budget:.3e} FLOPs is too small for one step of arm {arm.name} "
-                         f"(minimum {need:.3e} FLOPs); raise the budget")
-    args = grpo_args(cfg, arm, output_dir)
-    check_scorer_tasks("judge", cfg.judge_settings, {task_of(cfg.eval_id), task_of(cfg.eval_ood)})  # before anything is trained
-    reward = make_reward(cfg.reward, **cfg.reward_settings)
-    reward.check_tasks({task_of(cfg.train_data), task_of(cfg.eval_id)})
-    torch.manual_seed(cfg.seed)
-    model, tok = load_cell_policy(cfg)
-    if cfg.use_vllm: vllm_stops(args, tok, model)
-    recs = load_spec(cfg.train_data, cfg.data_dir)
-    ds = Dataset.from_list([dict(prompt=format_prompt(cfg.model, tok, r["prompt"]), question=r["prompt"], answer=r["answer"], task=r["task"])
-                            for r in recs])
-    if cfg.use_vllm and args.vllm_max_model_length is None:  # vLLM's context: the longest prompt here plus the completion, not the model's
-        args.vllm_max_model_length = max(len(tok(p)["input_ids"]) for p in ds["prompt"]) + cfg.max_completion_length
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=list(LINEARS), task_type="CAUSAL_LM")
-    return dict(model=model, reward_funcs=[reward], args=args,
-                train_dataset=ds, processing_class=tok, peft_config=lora)
-
-# %% ../nbs/05_grpo.ipynb #c37e767e
-def cell_generation_chunk(cfg: CellConfig, device=None, arm: Arm | None = None) -> int | None:
-    "Rollouts per generate call: the cell's `generation_chunk`, else on CUDA the memory plan's for this GPU's memory (race_nb.memory), else None (one call)."
-    if cfg.generation_chunk: return cfg.generation_chunk
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type != "cuda" or cfg.use_vllm: return None
-    from race_nb.memory import GiB, generation_chunk
-    return generation_chunk(cfg, torch.cuda.get_device_properties(device).total_memory / GiB, arm=arm)
-
-def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None, arm: Arm | None = None) -> LedgerGRPOTrainer:
-    "A `LedgerGRPOTrainer` for the cell (policy with LoRA, reward, dataset, budget); `arm` overrides the cell's."
-    from transformers.trainer_callback import PrinterCallback
-    arm = arm or cell_arm(cfg)
-    tr = LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
-                           keep=arm.m, fast_generation=cfg.fast_generation, report_card=False,  # the cell writes its own card
-                           generation_chunk=cell_generation_chunk(cfg, arm=arm), merge_generation=cfg.merge_generation)
-    tr.remove_callback(PrinterCallback)  # the budget bar is the cell's progress; its log history is in the ledger and metrics
-    return tr
-
-# %% ../nbs/05_grpo.ipynb #76238528
-def count_by_component(trainer: LedgerGRPOTrainer, # a trainer about to train
-                       fn=None, # what to run (default: trainer.train)
-                      ) -> tuple:
-    "Run `fn` under FlopCounterMode; return (its result, counted FLOPs per component): generation is search, reward functions reward, the rest learning."
-    from race_nb.flops import flop_counter
-    fc = flop_counter()
-    parts = dict(search=0.0, reward=0.0)
-    def wrap(name, part):
-        orig = getattr(trainer, name)
-        def counted(*a, **k):
-            before = fc.get_total_flops()
-            try: return orig(*a, **k)
-            finally: parts[part] += fc.get_total_flops() - before
-        setattr(trainer, name, counted)
-    wrap("_generate", "search"); wrap("_calculate_rewards", "reward")
-    try:
-        with fc: out = (fn or trainer.train)()
-    finally:
-        for n in ("_generate", "_calculate_rewards"): trainer.__dict__.pop(n, None)
-    total = float(fc.get_total_flops())
-    return out, dict(search=float(parts["search"]), learning=total - parts["search"] - parts["reward"], reward=float(parts["reward"]))
-
-# %% ../nbs/05_grpo.ipynb #d6bae807
-def whole_step_check(arm: Arm, # arm to run (use n > m and mu > 1 to exercise every phase)
-                     reward: str = "sparse", # reward system
-                     cycles: int = 3, # generation cycles
-                     model: str = "tiny-s", # policy
-                     workdir="/tmp/race_nb_check", # trl output folder
-                     **cell, # other CellConfig fields (model_path, reward_settings, micro_batches, gradient_checkpointing, ...)
-                    ) -> dict:
-    "Run `cycles` generation cycles under FlopCounterMode; return the ledger total, the count and their ratio, in all and per component."
-    cfg = CellConfig(**{**dict(model=model, reward=reward, arm=None, budget=1e15, max_steps=cycles * arm.mu, prompts_per_step=4), **cell})
-    trainer = build_trainer(cfg, workdir, arm=arm)
-    _, parts = count_by_component(trainer)
-    led, counted = trainer.ledger, sum(parts.values())
-    t = led.totals()
-    return dict(ledger=led.total, counted=counted, ratio=led.total / counted, rho=led.rho, steps=trainer.state.global_step,
-                generate_calls=len(getattr(trainer, "_gen_calls", None) or [None]),  # per generation batch (the last one)
-                phases=led.to_frame().groupby("phase").flops.sum().to_dict(),
-                components={c: dict(ledger=t[c], counted=parts[c], ratio=t[c] / parts[c] if parts[c] else float("nan"))
-                            for c in BUDGET_COMPONENTS})

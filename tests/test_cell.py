@@ -4,7 +4,8 @@ import pytest
 from race_nb.eval import run_cell
 from race_nb.arm_flops import arm_for_rho, policy_flops, predict_rho, reward_model_flops
 from race_nb.config import ARMS
-from race_nb.grpo import Arm, CellConfig, build_trainer
+from race_nb.build import build_trainer
+from race_nb.config import Arm, CellConfig
 
 VOLATILE = ("train_seconds", "eval_seconds", "versions", "config")
 

@@ -58,3 +58,49 @@ def test_the_package_has_no_import_circles():
                 if d not in seen: seen.add(d); stack.append((d, path + [d]))
     loops = [l for m in graph if (l := loop_from(m))]
     assert not loops, loops[:3]
+
+
+def _import_graph() -> dict:
+    "Module -> the race_nb modules it imports (module level or inside a function), from the source."
+    import ast
+    root = Path(__file__).resolve().parents[1] / "race_nb"
+    def name(p):
+        parts = p.relative_to(root.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    files = {name(p): p for p in root.rglob("*.py") if p.stem != "_modidx"}
+    graph = {}
+    for mod, p in files.items():
+        pkg = mod if p.stem == "__init__" else mod.rpartition(".")[0]
+        deps = set()
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.ImportFrom):
+                base = ".".join(pkg.split(".")[:len(pkg.split(".")) - n.level + 1]) if n.level else ""
+                deps.add(".".join(x for x in (base, n.module) if x))
+            elif isinstance(n, ast.Import): deps |= {a.name for a in n.names}
+        graph[mod] = {d for d in deps if d in files} - {mod, "race_nb"}
+    return graph
+
+
+HOUSE = [  # issue 60: the trainer and RACE, one job per module, in the order they may import one another (never back up)
+    ["race_nb.config", "race_nb.flops", "race_nb.memory", "race_nb.roofline"],
+    ["race_nb.fastgen", "race_nb.checkpoint", "race_nb.watch", "race_nb.charge", "race_nb.tracking", "race_nb.grpo", "race_nb.build"],
+    ["race_nb.race.keys", "race_nb.race.contrast", "race_nb.race.moderate", "race_nb.race.fits", "race_nb.race.diagnose",
+     "race_nb.race.validate", "race_nb.race.claims", "race_nb.race"],
+]
+
+
+def test_the_house_imports_one_way():
+    "Issue 60: within each group a module imports only those listed before it (no import runs back up), and the largest modules stay near 500 lines."
+    graph = _import_graph()
+    for group in HOUSE:
+        for i, mod in enumerate(group):
+            assert mod in graph, f"{mod}: no such module"
+            back = graph[mod] & set(group[i + 1:])
+            assert not back, f"{mod} imports {sorted(back)}, listed after it"
+    root = Path(__file__).resolve().parents[1] / "race_nb"
+    sizes = {p.name: len(p.read_text().splitlines()) for p in root.rglob("*.py") if p.stem != "_modidx"}
+    assert max(sizes.values()) < 700, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    for light in ("race_nb.roofline", "race_nb.memory", "race_nb.race.contrast"):  # torch-free modules import no torch at module level
+        code = f"import sys, json, {light}; print(json.dumps(sorted(m for m in ('torch', 'trl', 'transformers', 'peft') if m in sys.modules)))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert json.loads(out.stdout) == [], (light, out.stdout)

@@ -7,7 +7,9 @@ import torch
 
 from race_nb import grpo
 from race_nb.config import ARMS
-from race_nb.grpo import CellConfig, build_trainer, count_by_component, whole_step_check
+from race_nb.build import build_trainer, whole_step_check
+from race_nb.config import CellConfig
+from race_nb.grpo import count_by_component
 
 
 def _base_weights(tr):

@@ -7,7 +7,8 @@ import pytest
 
 from race_nb.core import project_root
 from race_nb.arm_flops import reward_model_flops
-from race_nb.grpo import Arm, CellConfig, build_trainer, whole_step_check
+from race_nb.build import build_trainer, whole_step_check
+from race_nb.config import Arm, CellConfig
 
 SHARED = Path(os.environ.get("RACE_DATA_DIR", project_root().parent / "shared" / "data"))
 RACE = str(Path(sys.executable).with_name("race"))

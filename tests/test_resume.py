@@ -207,7 +207,9 @@ def test_a_stop_inside_a_generation_cycle_checkpoints_there_and_resumes_the_cycl
     "Issue 52: a stop request inside a mu=2 cycle (step 1 of 4) checkpoints at that optimizer step with trl's rollout buffer; the resumed run trains the rest of the cycle on the same rollouts and ends equal to an uninterrupted run (ledger, LoRA weights). Without the buffer the resume would generate again."
     import torch
     from transformers import TrainerCallback
-    from race_nb.grpo import ROLLOUT_BUFFER, CellConfig, CellInterrupted, CheckpointCallback, build_trainer
+    from race_nb.build import build_trainer
+    from race_nb.checkpoint import ROLLOUT_BUFFER, CellInterrupted, CheckpointCallback
+    from race_nb.config import CellConfig
     cfg = CellConfig(model="tiny-s", reward="sparse", arm="n8-m8-mu2", budget=1e15, max_steps=4, prompts_per_step=4, seed=0)
 
     class Ask(TrainerCallback):  # a stop request (as Slurm's warning gives one) at the end of step 1: inside the first cycle

@@ -252,7 +252,7 @@ class CellJob:
         with contextlib.suppress(OSError): (self.cell_dir / "checkpoint.request").touch()
 
     def __call__(self) -> str:
-        from race_nb.grpo import CHECKPOINT_WINDOW_ENV
+        from race_nb.config import CHECKPOINT_WINDOW_ENV
         signal.signal(signal.SIGTERM, self._term)
         os.environ[CHECKPOINT_WINDOW_ENV] = f"{self.wait_seconds:g}"  # the cell's trainer says when a measured cycle outlasts it
         st = run_one_cell(self.cell_dir, self.params, self.retry_failed, threads=self.threads, checkpoint=self.ckpt)
