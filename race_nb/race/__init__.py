@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/08_race.ipynb #fd111399
+# %% ../../nbs/08_race.ipynb #91479b11
 from .keys import *      # configuration keys, synthetic results
 from .contrast import *  # the validated call: contrast, interval, calibration, power, truth
 from .moderate import *  # the moderated t (an option)
