@@ -174,8 +174,8 @@ def _train_tiny(names, ship: bool, spread: bool) -> int:
 # %% ../nbs/20_cli.ipynb #f08ca4a8
 def _diagnose(runs_dir, full_dir, target: str, moderate: list | None = None) -> None:
     "race diagnose: the regime table (`moderate`: its update calls with pooled seed variances), and with full-budget runs the validation (per configuration, confusion table, intervals over configurations)."
-    from race_nb.race import (bootstrap_validation, config_keys, confusion_table, diagnose_runs, format_regimes, moderate_calls, validate,
-                              validation_summary)
+    from race_nb.race import (bootstrap_validation, config_keys, confusion_table, decision_cost, decision_cost_line, diagnose_runs, format_regimes,
+                              moderate_calls, validate, validation_summary)
     from race_nb.grid import aggregate, per_prompt_results
     tab = diagnose_runs(runs_dir)
     if moderate is not None:
@@ -185,6 +185,9 @@ def _diagnose(runs_dir, full_dir, target: str, moderate: list | None = None) -> 
         tab = moderate_calls(tab, by=by)
         print(f"update calls with seed variances pooled within {' x '.join(by)} (moderated t; prior degrees of freedom per configuration in prior_df)")
     print(format_regimes(tab))
+    keys = list(tab.columns[:list(tab.columns).index("target")])
+    for k, c in decision_cost(tab).iterrows():  # per abstaining call: what deciding would take at this grid's budget
+        print(", ".join(str(tab.loc[k, x]) for x in keys) + ": " + decision_cost_line(c))
     if not full_dir: return
     pilot, full = aggregate(runs_dir), aggregate(full_dir)
     pp = dict(pilot_prompts=per_prompt_results(runs_dir), full_prompts=per_prompt_results(full_dir))

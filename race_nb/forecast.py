@@ -16,7 +16,7 @@ from .race import (Thresholds, paired_diff, arm_values, config_keys, diagnose, g
 __all__ = ['FORECASTS', 'KAPPA_MIN_DECISIVE', 'DETERMINATE', 'HELDOUT_RULE', 'TRUTH_ORDER', 'FROZEN', 'grid_milestones',
            'curve_values', 'curve_array', 'synthetic_curves', 'saturating', 'forecast_contrast', 'forecast_call',
            'successive_halving', 'forecast_validation', 'clopper_pearson', 'forecast_summary', 'regret_table',
-           'heldout_verdict', 'frozen_rule']
+           'heldout_verdict', 'frozen_rule', 'budget_scaling', 'sign_record', 'scaling_slopes']
 
 # %% ../nbs/08b_forecast.ipynb #975caaf0
 def grid_milestones(runs_dir) -> pd.DataFrame:
@@ -384,3 +384,58 @@ FROZEN = dict(name="fixed (1/8)", method="fixed", cutoff=0.5, skip=1, # the rule
 def frozen_rule() -> dict:
     "`forecast_call`'s settings of the frozen rule (FROZEN, chosen on development runs before any held-out cell ran)."
     return {k: FROZEN[k] for k in ("method", "cutoff", "skip")}
+
+# %% ../nbs/08b_forecast.ipynb #4c62d13c
+def _contrast_point(cfg: dict, fraction: float, D: np.ndarray) -> dict:
+    "One configuration's contrast at one budget: mean, per-seed SD, seeds."
+    per_seed = np.nanmean(D, axis=1) if D.size else np.zeros(0)
+    return dict(cfg, fraction=float(round(fraction, 6)), contrast=float(np.nanmean(D)) if D.size else float("nan"),
+                seed_sd=float(per_seed.std(ddof=1)) if len(per_seed) > 1 else float("nan"), seeds=len(per_seed))
+
+def budget_scaling(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregate`)
+                   curves: pd.DataFrame, # their learning curves (`curve_values`)
+                   full: pd.DataFrame, # full-budget cells of the same configurations
+                   full_prompts: pd.DataFrame, # their per-prompt values
+                   full_budget: float, target: str = "pass1_id") -> pd.DataFrame:
+    "Per configuration and budget (a fraction of the full budget): the pilot arms' high- minus low-update contrast, its per-seed SD and seeds, at the pilot's milestones and at the full budget (with the truth's label)."
+    keys, rows = config_keys(pilot, full), []
+    fdone = full[full.status == "done"]
+    for vals, cells in pilot[pilot.status == "done"].groupby(keys):
+        cfg = dict(zip(keys, vals if isinstance(vals, tuple) else (vals,)))
+        cur, f = select_config(curves, cfg), select_config(fdone, cfg)
+        if f.empty or cur.empty: continue
+        cfg["config"] = " / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in cfg.values())
+        _, lows, highs = update_sides(cells)
+        arms, _, points, Y = curve_array(cur)
+        hi, lo = [arms.index(a) for a in highs if a in arms], [arms.index(a) for a in lows if a in arms]
+        share = float(cells.budget.iloc[0]) / full_budget
+        rows += [_contrast_point(cfg, p * share, paired_diff(Y[:, :, j, :], hi, lo)) for j, p in enumerate(points)]
+        fp = full_prompts[full_prompts.prompt.isin(cur.prompt.unique())]  # the milestones' prompts: every point on the same prompts
+        farms, _, V = arm_values(f[f.arm.isin(lows + highs)], target, fp)
+        D = paired_diff(V, [farms.index(a) for a in highs if a in farms], [farms.index(a) for a in lows if a in farms])
+        rows.append(dict(_contrast_point(cfg, 1.0, D), truth=truth_label(D)["label"]))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/08b_forecast.ipynb #c9e2a28d
+def sign_record(scaling: pd.DataFrame) -> pd.DataFrame:
+    "Per pilot budget: the pilot's sign against the full-budget truth on determinate configurations (exact interval), sign changes to the full budget's point estimate, median seed SD and |contrast|; the full budget's own row last."
+    full = scaling[scaling.fraction == 1.0].set_index("config")
+    sign_of = full.truth.map({"high-update": 1.0, "low-update": -1.0})
+    rows = []
+    for f, g in scaling[scaling.fraction < 1.0].groupby("fraction"):
+        det = g[g.config.map(sign_of).notna()]
+        k, n = int((np.sign(det.contrast) == det.config.map(sign_of)).sum()), len(det)
+        lo, hi = clopper_pearson(k, n)
+        rows.append(dict(fraction=f, agree=k, determinate=n, agree_lo=lo, agree_hi=hi, configurations=len(g),
+                         sign_changes=int((np.sign(g.contrast) != np.sign(g.config.map(full.contrast))).sum()),
+                         median_seed_sd=float(g.seed_sd.median()), median_abs_contrast=float(g.contrast.abs().median())))
+    rows.append(dict(fraction=1.0, agree=None, determinate=int(sign_of.notna().sum()), agree_lo=None, agree_hi=None, configurations=len(full),
+                     sign_changes=0, median_seed_sd=float(full.seed_sd.median()), median_abs_contrast=float(full.contrast.abs().median())))
+    return pd.DataFrame(rows)
+
+def scaling_slopes(record: pd.DataFrame) -> dict:
+    "Log-log slopes of the median seed SD and the median |contrast| against the budget fraction (least squares over `sign_record`'s rows)."
+    r = record[(record.median_seed_sd > 0) & (record.median_abs_contrast > 0)]
+    x = np.log(r.fraction.to_numpy(float))
+    slope = lambda y: float(np.polyfit(x, np.log(y.to_numpy(float)), 1)[0]) if len(r) >= 2 else float("nan")
+    return dict(seed_sd=slope(r.median_seed_sd), contrast=slope(r.median_abs_contrast), fractions=[float(r.fraction.min()), float(r.fraction.max())])

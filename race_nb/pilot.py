@@ -169,6 +169,8 @@ class PilotResult:
             iv = f"[{r.contrast_lo:+.3f}, {r.contrast_hi:+.3f}]" if pd.notna(r.contrast_lo) else "(no interval)"
             meas.append(f"  {r.target} ({r.role} target): high- minus low-update {r.contrast:+.3f} {iv} ({r.n_seeds} seeds, {r.paired}; "
                         f"low {r.low_arms}, high {r.high_arms}) -> {r.call}" + (f": {r.reason}" if r.call == "abstain" and r.reason else ""))
+        from race_nb.race import decision_cost, decision_cost_line
+        meas += [f"  {decision_cost_line(c)}" for c in decision_cost(self.calls, self.fraction).itertuples()]  # what deciding would take
         status = heldout_status(self.validation)
         recs = [f"recommendation (your own arm {self.own_arm} comes from {self.own_from}):"]
         for r in self.calls.itertuples():

@@ -16,7 +16,8 @@ from .keys import *
 # %% auto #0
 __all__ = ['REGIMES', 'EQUIVALENCE_MARGIN', 'TRUTH_LABELS', 'Thresholds', 'rho_prime', 'arm_values', 'paired_diff',
            'contrast_components', 't_quantile', 'paired_interval', 'null_arms', 'calibration_table', 'update_sides',
-           'update_call', 'truth_label', 'detectable_difference', 'power_table']
+           'update_call', 'truth_label', 'detectable_difference', 'power_table', 'seeds_for_power', 'decision_cost',
+           'decision_cost_line']
 
 # %% ../../nbs/08_race.contrast.ipynb #2dd76b36
 @dataclass(frozen=True)
@@ -233,3 +234,44 @@ def power_table(calls: pd.DataFrame, # `diagnose` rows of a measured design (2+ 
         proj = [(t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * se for se, df in (_projected_se(r, n, s) for r in src.itertuples())]
         out[f"{n} prompts x {s} seeds"] = pd.Series(proj, index=d.index, dtype=float).groupby(d.target).median()
     return pd.DataFrame(out)
+
+# %% ../../nbs/08_race.contrast.ipynb #35872d1e
+def seeds_for_power(r, # one `update_call` / `diagnose` row (contrast, se, n_seeds, n_prompts and its variance components)
+                    alpha: float = 0.05, power: float = 0.8, max_seeds: int = 1000) -> int | None:
+    "Fewest seeds per arm whose projected interval detects the row's measured contrast with `power` at `alpha` (None: a zero contrast, or more than `max_seeds`)."
+    delta, S0 = abs(float(r.contrast)), int(r.n_seeds)
+    if not (np.isfinite(delta) and delta > 0 and np.isfinite(r.se) and S0 >= 2): return None
+    for S in range(2, max_seeds + 1):
+        se, df = _projected_se(r, int(r.n_prompts), S)
+        if not np.isfinite(se): se, df = float(r.se) * math.sqrt(S0 / S), float(S - 1)  # cell means: no variance components to project
+        if (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * se <= delta: return S
+    return None
+
+def decision_cost(calls: pd.DataFrame, # `update_call` / `diagnose` rows
+                  fraction: float | None = None, # the pilot's budget over the full budget (None: unknown, cost in runs of this budget only)
+                  alpha: float = 0.05, power: float = 0.8, max_seeds: int = 1000) -> pd.DataFrame:
+    "Per abstaining call: seeds per arm for a decisive call at the measured contrast and seed spread, what they cost in full runs at the pilot's and at the full budget, and the smallest contrast the pilot as run could detect."
+    if not {"call", "contrast", "se", "df", "n_seeds", "n_prompts"} <= set(calls.columns): return pd.DataFrame()  # no measured contrast to cost
+    ab = calls[calls.call == "abstain"]
+    md_ = detectable_difference(ab, alpha, power).min_detectable if len(ab) else pd.Series(dtype=float)
+    rows = []
+    for k, r in ab.iterrows():
+        arms = len([a for side in (r.get("low_arms"), r.get("high_arms")) if isinstance(side, str) and side for a in side.split(",")])
+        S = seeds_for_power(r, alpha, power, max_seeds) if pd.notna(r.get("se")) else None
+        rows.append(dict(target=r.target, contrast=r.contrast, seed_sd=float(r.se) * math.sqrt(r.n_seeds) if pd.notna(r.get("se")) else float("nan"),
+                         n_seeds=r.n_seeds, arms=arms, seeds_per_arm=S, cells=S * arms if S else None,
+                         runs_at_pilot_budget=S * arms * fraction if S and fraction else None, runs_at_full_budget=S * arms if S and fraction else None,
+                         min_detectable=float(md_.get(k, float("nan")))))
+    return pd.DataFrame(rows, index=ab.index)
+
+def decision_cost_line(c, # a `decision_cost` row
+                       alpha: float = 0.05, power: float = 0.8) -> str:
+    "One line: what a decisive call would cost, or why no number of seeds would do."
+    mdd = f"the pilot as run could detect {c.min_detectable:.3f} or more" if np.isfinite(c.min_detectable) else "the pilot as run has no seed-level se (one seed)"
+    if not c.seeds_per_arm:
+        why = "its contrast is 0" if c.contrast == 0 else "no seed-level spread was measured" if not np.isfinite(c.seed_sd) else "more than 1000 seeds per arm"
+        return f"decision cost ({c.target}): a decisive call at power {power:g}, alpha {alpha:g} is out of reach ({why}); {mdd}"
+    cost = (f"{c.runs_at_pilot_budget:.2f} full runs at the pilot's budget, {c.runs_at_full_budget:.0f} at the full budget"
+            if c.runs_at_pilot_budget is not None and np.isfinite(c.runs_at_pilot_budget) else f"{c.cells:.0f} cells at this budget")
+    return (f"decision cost ({c.target}): {c.seeds_per_arm} seeds per arm for power {power:g} at alpha {alpha:g} on the measured contrast "
+            f"{c.contrast:+.3f} and seed SD {c.seed_sd:.3f}: {cost}; {mdd}")
