@@ -397,7 +397,7 @@ def budget_scaling(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregate`)
                    full: pd.DataFrame, # full-budget cells of the same configurations
                    full_prompts: pd.DataFrame, # their per-prompt values
                    full_budget: float, target: str = "pass1_id") -> pd.DataFrame:
-    "Per configuration and budget (a fraction of the full budget): the pilot arms' high- minus low-update contrast, its per-seed SD and seeds, at the pilot's milestones and at the full budget (with the truth's label)."
+    "Per configuration and budget (a fraction of the full budget): the pilot arms' high- minus low-update contrast, its per-seed SD and seeds, on the milestones' prompts, at the pilot's milestones and at the full budget (with the truth's label, on every prompt)."
     keys, rows = config_keys(pilot, full), []
     fdone = full[full.status == "done"]
     for vals, cells in pilot[pilot.status == "done"].groupby(keys):
@@ -410,10 +410,11 @@ def budget_scaling(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregate`)
         hi, lo = [arms.index(a) for a in highs if a in arms], [arms.index(a) for a in lows if a in arms]
         share = float(cells.budget.iloc[0]) / full_budget
         rows += [_contrast_point(cfg, p * share, paired_diff(Y[:, :, j, :], hi, lo)) for j, p in enumerate(points)]
-        fp = full_prompts[full_prompts.prompt.isin(cur.prompt.unique())]  # the milestones' prompts: every point on the same prompts
-        farms, _, V = arm_values(f[f.arm.isin(lows + highs)], target, fp)
-        D = paired_diff(V, [farms.index(a) for a in highs if a in farms], [farms.index(a) for a in lows if a in farms])
-        rows.append(dict(_contrast_point(cfg, 1.0, D), truth=truth_label(D)["label"]))
+        def D_of(pp):  # the full side's high-minus-low differences over the prompts of `pp`
+            a, _, V = arm_values(f[f.arm.isin(lows + highs)], target, pp)
+            return paired_diff(V, [a.index(x) for x in highs if x in a], [a.index(x) for x in lows if x in a])
+        D = D_of(full_prompts[full_prompts.prompt.isin(cur.prompt.unique())])  # the milestones' prompts: every point on the same prompts
+        rows.append(dict(_contrast_point(cfg, 1.0, D), truth=truth_label(D_of(full_prompts))["label"]))  # the truth: every prompt, as scored
     return pd.DataFrame(rows)
 
 # %% ../nbs/08b_forecast.ipynb #c9e2a28d

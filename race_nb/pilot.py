@@ -4,7 +4,7 @@
 
 # %% ../nbs/08a_pilot.ipynb #31bd1062
 from __future__ import annotations
-import dataclasses, json, os
+import dataclasses, fractions, json, os
 from pathlib import Path
 import pandas as pd
 import yaml
@@ -15,8 +15,8 @@ from .forecast import FROZEN
 # %% auto #0
 __all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'PILOT_FRACTION', 'VALIDATION', 'PILOT_HEADER', 'arms_around_arm',
            'arms_around', 'contrast_arms', 'template_arm', 'own_arm', 'grpo_fields', 'pilot_grid', 'validation_record',
-           'reliability_note', 'heldout_status', 'PilotResult', 'run_targets', 'seed_copies', 'pilot_calls',
-           'run_pilot', 'pilot_plan', 'pilot_command']
+           'reliability_note', 'sign_note', 'heldout_status', 'PilotResult', 'run_targets', 'seed_copies',
+           'pilot_calls', 'run_pilot', 'pilot_plan', 'pilot_command']
 
 # %% ../nbs/08a_pilot.ipynb #0f85a2a3
 DEFAULT_ARMS = ("n16-m4", "n8-m8", "n4-m4-mu4") # low to high update share, when no GRPOConfig is given
@@ -114,7 +114,21 @@ def reliability_note(path=None) -> str:
                      f"decisive in {pop['configurations']} configurations); regret of what it recommends minus trl's default arm "
                      f"{_ci(pop['vs_default'])}; of the pilot's best observed arm instead {_ci(pop['best_vs_default'])}"
                      + (f"; verdict: {pop['verdict']} ({pop['reason']})" if pop.get("verdict") else ""))
+        if (b := pop.get("budget")): lines.append("    " + sign_note(b))
     return "\n".join(lines)
+
+def _frac(f: float) -> str: return str(fractions.Fraction(f).limit_denominator(256))
+
+def sign_note(b: dict) -> str:
+    "One line from a population's `budget` record: the pilot's sign against the full-budget truth at 1/8 and 1/4 of the budget, the signs that change by the full budget, and how the seed SD and |contrast| scale."
+    rows = {round(r["fraction"], 6): r for r in b["rows"] if r["fraction"] < 1}
+    at = [rows[f] for f in (round(PILOT_FRACTION, 6), round(2 * PILOT_FRACTION, 6)) if f in rows]
+    agree = "; ".join(f"{r['agree']} of {r['determinate']} [{r['agree_lo']:.2f}, {r['agree_hi']:.2f}] at {_frac(r['fraction'])}" for r in at)
+    first = at[0] if at else None
+    s = b["slopes"]
+    return (f"the pilot's sign = the full-budget truth on determinate configurations: {agree or 'no pilot budget recorded'}"
+            + (f"; signs that differ from the full budget's: {first['sign_changes']} of {first['configurations']} at {_frac(first['fraction'])}" if first else "")
+            + f"; log-log slope against the budget ({_frac(s['fractions'][0])} to {_frac(s['fractions'][1])}): seed SD {s['seed_sd']:+.2f}, |contrast| {s['contrast']:+.2f}")
 
 def heldout_status(path=None) -> str:
     "The held-out test of the frozen rule as the record gives it: its verdict, or how far it got."

@@ -359,6 +359,12 @@ def _gain_claim(vt: pd.DataFrame) -> dict:
     return dict(claim="no guaranteed held-out gain from the recommended arm", paper="not guaranteed", here=here, verdict=verdict)
 
 # %% ../nbs/09_report.ipynb #52509c14
+def _package_race_answer() -> str:
+    "What the package's own committed runs answer to the RACE claim (results/race-forecast/validation.json), for a grid that cannot answer it."
+    from race_nb.reproduction import race_answer, read_validation
+    try: return f"; the package's own runs: {race_answer(read_validation())}; see Reproduction"
+    except (OSError, ValueError, KeyError): return ""
+
 def paper_claims(results: pd.DataFrame, # the grid's results
                  per_prompt: pd.DataFrame | None = None, # its per-prompt values (`grid.per_prompt_results`)
                  full: pd.DataFrame | None = None, # full-budget results to validate RACE against (this grid is the pilot)
@@ -370,7 +376,8 @@ def paper_claims(results: pd.DataFrame, # the grid's results
     rows = _rho_claims(done) + [_disagreement_claim(done, per_prompt), _size_claim(done, per_prompt)]
     race = "RACE's pilot names the regime (pass@1)"
     if full is None:
-        return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here="-", verdict="not enough data (no full-budget runs: race report RUNS --full FULL)")])
+        return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here="-",
+                                         verdict="not enough data in this grid (no full-budget runs: race report RUNS --full FULL)" + _package_race_answer())])
     with warnings.catch_warnings():  # shared seeds are stated in the row below
         warnings.filterwarnings("ignore", message="the pilot and the full-budget runs share")
         vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
@@ -616,6 +623,7 @@ def execute_report(runs_dir, # a grid's runs folder
                    full_dir=None, # runs folder of full-budget runs of the same configurations (the RACE page validates against it)
                    workers: int | None = None, # pages executed at once (default: the cores, at most the pages)
                    only=None, # page stems to execute (e.g. ["compute"]), in the report's order; default: every page the grid gets
+                   label_from=None, # the folder the overview names the runs folder relative to (default: the current one)
                   ) -> tuple[Path, list[tuple[str, str]]]:
     "Execute the report pages against `runs_dir`; return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets. `only` executes a subset (the navigation then links just those)."
     from race_nb.kernels import warm_kernels
@@ -635,7 +643,7 @@ def execute_report(runs_dir, # a grid's runs folder
     executed = out / "_executed"
     executed.mkdir(parents=True, exist_ok=True)
     src = project_root() / "nbs" / "report"
-    params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or "")}
+    params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or ""), "runs_label": os.path.relpath(runs_dir, label_from or Path.cwd())}
     with warm_kernels(PAGE_PRELOAD):  # pages are independent
         failed = run_notebooks({stem: (src / f"{stem}.ipynb", executed / f"{stem}.ipynb", params, executed) for stem, _ in pages}, kernel, workers, "report pages")
     if failed: raise RuntimeError("report pages failed to execute (their executed copies hold the errors, in " + f"{executed}):\n" + "\n".join(f"  {k}: {v}" for k, v in failed.items()))

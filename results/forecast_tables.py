@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from race_nb.forecast import (FROZEN, TRUTH_ORDER, curve_values, forecast_summary, forecast_validation, grid_milestones, heldout_verdict,
-                               regret_table)
+from race_nb.forecast import (FROZEN, TRUTH_ORDER, budget_scaling, curve_values, forecast_summary, forecast_validation, grid_milestones,
+                               heldout_verdict, regret_table, scaling_slopes, sign_record)
 from race_nb.grid import aggregate, per_prompt_results
 
 HERE = Path(__file__).resolve().parent
@@ -95,7 +95,16 @@ def progress(pop: str, runs_root: Path | None) -> tuple[bool, str]:
                   if any(k for _, k, _ in counts) else "not run")
 
 
-def record(pop: str, vt: pd.DataFrame, s: pd.DataFrame, rt: pd.DataFrame, full: pd.DataFrame, n_boot: int) -> dict:
+def budget_record(scaling: pd.DataFrame) -> dict:
+    "What the pilot's sign is worth at each pilot budget (race_nb.forecast.sign_record) and how the seed SD and |contrast| scale (validation.json)."
+    sr = sign_record(scaling)
+    rows = []
+    for r in sr.to_dict("records"):
+        rows.append({k: (None if v is None or v != v else int(v) if k in ("agree", "determinate", "configurations", "sign_changes") else float(v)) for k, v in r.items()})
+    return dict(rows=rows, slopes=scaling_slopes(sr))
+
+
+def record(pop: str, vt: pd.DataFrame, s: pd.DataFrame, rt: pd.DataFrame, full: pd.DataFrame, n_boot: int, scaling: pd.DataFrame | None = None) -> dict:
     "The validation record of the frozen rule on one population (validation.json)."
     rule, s, rt = FROZEN["name"], s.set_index("method"), rt.set_index("method")
     t = vt[vt.method == rule]
@@ -105,6 +114,7 @@ def record(pop: str, vt: pd.DataFrame, s: pd.DataFrame, rt: pd.DataFrame, full: 
     rec = dict(label=LABELS[pop], status="done", configurations=int(t.config.nunique()), decisive=int(s.loc[rule, "decisive"]),
                on_determinate=len(det), right=int((det.call == det.truth).sum()), vs_default=tri(rule), best_vs_default=tri(best),
                truths={k: int(v) for k, v in t.truth.value_counts().items()})
+    if scaling is not None: rec["budget"] = budget_record(scaling)
     if pop == "heldout":
         v = heldout_verdict(vt, full, rule, n_boot=n_boot)
         rec.update(verdict=v["verdict"], reason=v["reason"], E1=[v["E1"], v["E1_lo"], v["E1_hi"]], E2=[v["E2_right"], v["E2_calls"], *(None if pd.isna(x) else x for x in (v["E2_lo"], v["E2_hi"]))],
@@ -156,7 +166,8 @@ def main():
         print(table(pd.DataFrame(rows)))
         print(f"\nselected by the rule: {select(s)}\n")
         rt = regret_table(vt, full, n_boot=a.n_boot)
-        if pop != "dev": val["populations"][pop] = record(pop, vt, s, rt, full, a.n_boot)  # dev: the same runs as dev8 with the 3-seed truth
+        scaling = budget_scaling(pilot, curves, full, fpp, FULL_BUDGET)
+        if pop != "dev": val["populations"][pop] = record(pop, vt, s, rt, full, a.n_boot, scaling)  # dev: the same runs as dev8 with the 3-seed truth
         print(f"Paired regret against trl's default arm (two-level bootstrap: configurations, then seeds; {a.n_boot} resamples):\n")
         print(table(pd.DataFrame([dict(method=r.method, regret=fmt(r.regret, r.regret_lo, r.regret_hi),
                                        **{"minus trl's default": fmt(r.vs_base, r.vs_base_lo, r.vs_base_hi)}) for r in rt.itertuples()])) + "\n")

@@ -1,5 +1,7 @@
 """The frozen forecasting rule (issue 36): chosen on development runs, frozen before any held-out cell ran. This test pins it;
 changing FROZEN after the held-out runs would break the pre-registration (git log shows the order)."""
+import pandas as pd
+
 from race_nb.forecast import FROZEN, frozen_rule
 
 
@@ -33,6 +35,15 @@ def test_the_validation_record_is_what_the_committed_runs_give():
         assert abs(got["best_vs_default"][0] - (regret[best] - regret["trl's default arm"])) < 1e-12, pop
         assert got["best_vs_default"][1] <= got["best_vs_default"][0] <= got["best_vs_default"][2]
         assert got["truths"] == {k: int(v) for k, v in t.truth.value_counts().items()}, pop
+        # issue 61: the pilot's sign against the truth at each pilot budget, and how the seed SD and |contrast| scale, recomputed
+        from race_nb.forecast import budget_scaling, scaling_slopes, sign_record
+        sr = sign_record(budget_scaling(pilot, curve_values(pilot, ms, pp, "pass1_id"), full, fpp, ft.FULL_BUDGET))
+        rows = got["budget"]["rows"]
+        assert [(r["fraction"], r["agree"], r["determinate"], r["sign_changes"], r["configurations"]) for r in rows] == [
+            (float(r.fraction), None if pd.isna(r.agree) else int(r.agree), int(r.determinate), int(r.sign_changes), int(r.configurations))
+            for r in sr.itertuples()], pop
+        assert all(abs(a["median_seed_sd"] - b) < 1e-12 for a, b in zip(rows, sr.median_seed_sd)), pop
+        assert abs(got["budget"]["slopes"]["contrast"] - scaling_slopes(sr)["contrast"]) < 1e-12, pop
         if pop == "heldout":  # the verdict is the pre-registered rule applied to the recorded endpoints
             from race_nb.forecast import HELDOUT_RULE
             (e1, lo, hi), (k, n, e2_lo, e2_hi) = got["E1"], got["E2"]

@@ -12,8 +12,8 @@ from .spec import GridError
 from .run import cell_done, cell_folders, cell_lock, read_params, read_status, shown_status, valid_metrics
 
 # %% auto #0
-__all__ = ['LOW_SIGNAL', 'METRIC_COLUMNS', 'grid_status', 'watch_table', 'format_watch', 'watch', 'aggregate',
-           'per_prompt_results', 'check_same_prompts']
+__all__ = ['LOW_SIGNAL', 'METRIC_COLUMNS', 'RESULTS_COLUMNS', 'PER_PROMPT_COLUMNS', 'grid_status', 'watch_table', 'format_watch',
+           'watch', 'is_results_folder', 'read_results_folder', 'aggregate', 'per_prompt_results', 'check_same_prompts']
 
 # %% ../../nbs/07c_grid_results.ipynb #304328bb
 def _newest_checkpoint(cell_dir: Path) -> int | None:
@@ -111,12 +111,41 @@ METRIC_COLUMNS = TARGETS + tuple(f"{t}_warm" for t in TARGETS) + ("rho", "n", "m
                   "flops_eval", "useful_flops_search", "useful_flops_learning", "useful_flops_reward", "overshoot", "steps", "signal_share", "no_signal_steps", "answer_share", "signal_step_share", "dead_reward",
                   "train_seconds", "eval_seconds", "mean_completion_chars")
 
+# %% ../../nbs/07c_grid_results.ipynb #8bb99b57
+RESULTS_COLUMNS = ("cell", "status", "model", "reward", "arm", "seed", "budget", "rho", "flops_total") # what every page and RACE read
+PER_PROMPT_COLUMNS = ("cell", "target", "prompt", "value")
+
+def is_results_folder(folder) -> bool:
+    "A folder of committed results (results.parquet, no cell folders), not a runs folder."
+    p = Path(folder)
+    return p.is_dir() and (p / "results.parquet").exists() and not any((c / "params.yaml").exists() for c in p.iterdir() if c.is_dir())
+
+def _read_table(path: Path, columns: tuple, what: str) -> "pd.DataFrame":
+    "A parquet table with the columns it must have; one line naming the file otherwise."
+    import pandas as pd
+    try: df = pd.read_parquet(path)
+    except (OSError, ValueError) as e: raise GridError(f"{path}: not a readable parquet {what} ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+    if (missing := [c for c in columns if c not in df.columns]):
+        raise GridError(f"{path}: a {what} needs the column(s) {', '.join(missing)} (it has {', '.join(map(str, df.columns[:8]))}{', ...' if df.shape[1] > 8 else ''})")
+    return df
+
+def read_results_folder(folder) -> tuple:
+    "(results, per-prompt values) of a results folder; the per-prompt table is empty when the folder has none."
+    import pandas as pd
+    p = Path(folder)
+    if not (p / "results.parquet").exists(): raise GridError(f"{p}: no results.parquet (a results folder holds results.parquet and per_prompt.parquet)")
+    res = _read_table(p / "results.parquet", RESULTS_COLUMNS, "results table")
+    pp = (_read_table(p / "per_prompt.parquet", PER_PROMPT_COLUMNS, "per-prompt table") if (p / "per_prompt.parquet").exists()
+          else pd.DataFrame(columns=list(PER_PROMPT_COLUMNS)))
+    return res, pp
+
 # %% ../../nbs/07c_grid_results.ipynb #598c7253
 def aggregate(runs_dir, # a grid's runs folder
               write: bool = True, # write results.parquet in runs_dir
              ) -> "pd.DataFrame":
-    "One row per cell: parameters, status, metrics, FLOPs per component, realised rho and wall time."
+    "One row per cell: parameters, status, metrics, FLOPs per component, realised rho and wall time (a results folder: its results.parquet, as committed)."
     import pandas as pd
+    if is_results_folder(runs_dir): return read_results_folder(runs_dir)[0]
     rows = []
     for d in cell_folders(runs_dir):
         p, st, m = read_params(d), read_status(d), valid_metrics(d)
@@ -138,8 +167,11 @@ def aggregate(runs_dir, # a grid's runs folder
 def per_prompt_results(runs_dir, # a grid's runs folder
                        cells=None, # cell ids to read (default: every done cell)
                       ) -> "pd.DataFrame":
-    "Each done cell's per-prompt values (cell, target, prompt, value); empty when no cell saved them (runs older than the file)."
+    "Each done cell's per-prompt values (cell, target, prompt, value); empty when no cell saved them (runs older than the file). A results folder: its per_prompt.parquet."
     import pandas as pd
+    if is_results_folder(runs_dir):
+        pp = read_results_folder(runs_dir)[1]
+        return pp if cells is None else pp[pp.cell.isin(set(cells))]
     done = set(cells) if cells is not None else {d.name for d in cell_folders(runs_dir) if cell_done(d)}
     parts = [pd.read_parquet(d / "per_prompt.parquet").assign(cell=d.name) for d in cell_folders(runs_dir)
              if d.name in done and (d / "per_prompt.parquet").exists()]

@@ -211,7 +211,8 @@ def detectable_difference(calls: pd.DataFrame, # `diagnose` rows (se, df, n_prom
     c = calls.dropna(subset=["se", "df"])
     c = c[c.n_seeds >= 2]  # a one-seed interval is prompt-only: its se is not the run's
     mdd = [(t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * se for se, df in zip(c.se, c.df)]
-    return c[["model", "reward", "target", "n_prompts", "n_seeds", "se", "df"]].assign(min_detectable=mdd)
+    keep = [k for k in ("model", "reward", "target", "n_prompts", "n_seeds", "se", "df") if k in c.columns]  # a user notebook's calls: no model/reward
+    return c[keep].assign(min_detectable=mdd)
 
 def _projected_se(r, prompts: int, seeds: int) -> tuple[float, float]:
     "(se, df) of a design with `prompts` x `seeds` from one measured row's variance components (seed, prompt, residual); df = seeds - 1, as the interval has."
@@ -268,10 +269,12 @@ def decision_cost_line(c, # a `decision_cost` row
                        alpha: float = 0.05, power: float = 0.8) -> str:
     "One line: what a decisive call would cost, or why no number of seeds would do."
     mdd = f"the pilot as run could detect {c.min_detectable:.3f} or more" if np.isfinite(c.min_detectable) else "the pilot as run has no seed-level se (one seed)"
-    if not c.seeds_per_arm:
-        why = "its contrast is 0" if c.contrast == 0 else "no seed-level spread was measured" if not np.isfinite(c.seed_sd) else "more than 1000 seeds per arm"
+    known = lambda v: v is not None and bool(np.isfinite(v))
+    if not known(c.seeds_per_arm):
+        why = ("its contrast is 0" if c.contrast == 0 else "no seed-level spread was measured" if not np.isfinite(c.seed_sd) else
+               "not within 1000 seeds per arm at these prompts: the prompts' own variance is a floor that more seeds do not lower")
         return f"decision cost ({c.target}): a decisive call at power {power:g}, alpha {alpha:g} is out of reach ({why}); {mdd}"
     cost = (f"{c.runs_at_pilot_budget:.2f} full runs at the pilot's budget, {c.runs_at_full_budget:.0f} at the full budget"
-            if c.runs_at_pilot_budget is not None and np.isfinite(c.runs_at_pilot_budget) else f"{c.cells:.0f} cells at this budget")
-    return (f"decision cost ({c.target}): {c.seeds_per_arm} seeds per arm for power {power:g} at alpha {alpha:g} on the measured contrast "
+            if known(c.runs_at_pilot_budget) else f"{c.cells:.0f} cells at this grid's budget")
+    return (f"decision cost ({c.target}): {int(c.seeds_per_arm)} seeds per arm for power {power:g} at alpha {alpha:g} on the measured contrast "
             f"{c.contrast:+.3f} and seed SD {c.seed_sd:.3f}: {cost}; {mdd}")

@@ -82,7 +82,8 @@ def diagnose_runs(runs_dir, targets=None, th: Thresholds = Thresholds()) -> pd.D
     from race_nb.grid import aggregate, check_same_prompts, per_prompt_results
     res = require_done(aggregate(runs_dir, write=False), runs_dir)  # from the cells themselves: a stale results.parquet is never read
     if targets is None:  # the cells' own (aggregate's `targets`: ours, or what a user notebook's finish_run recorded), in order
-        targets = list(dict.fromkeys(t for s in res.targets.dropna() for t in str(s).split(",") if t and t in res.columns))
+        targets = (list(dict.fromkeys(t for s in res.targets.dropna() for t in str(s).split(",") if t and t in res.columns)) if "targets" in res
+                   else [t for t in TARGETS if t in res.columns])  # a results folder committed before the column existed: race_nb's targets
     return diagnose(res, targets, th, check_same_prompts(per_prompt_results(runs_dir)))
 
 def format_regimes(tab: pd.DataFrame) -> str:
