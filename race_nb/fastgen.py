@@ -128,9 +128,9 @@ class FastDecoder:
                             gu=lin(l.mlp.gate_proj, l.mlp.up_proj), down=lin(l.mlp.down_proj)) for l in core.layers]
         self.merge_flops = self.head.merge_flops + sum(v.merge_flops for L in self.layers for v in L.values() if isinstance(v, _Linear))
 
-    def new_cache(self, batch: int, length: int) -> list:
-        "A (K, V) pair per layer, [batch, kv heads, length, head dim] each, in the weights' dtype."
-        e = lambda: torch.empty(batch, self.KV, length, self.hd, dtype=self.embed.dtype, device=self.embed.device)
+    def new_cache(self, batch: int, length: int, zeroed: bool = False) -> list:
+        "A (K, V) pair per layer, [batch, kv heads, length, head dim] each, in the weights' dtype; `zeroed` where steps read past the filled length (graphs: masked keys must not hold NaN)."
+        e = lambda: (torch.zeros if zeroed else torch.empty)(batch, self.KV, length, self.hd, dtype=self.embed.dtype, device=self.embed.device)
         return [(e(), e()) for _ in self.layers]
 
     def rope(self, positions: int) -> tuple:
@@ -254,7 +254,7 @@ def fast_generate(model, input_ids: torch.Tensor, # [B, P] left-padded prompt id
     steps = StepGraphs(lambda *a: dec.run(*a, rope, caches, bias), capture or cuda_capture) if graphs else None
     mask = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
     eos = torch.tensor([] if eos_token_id is None else ([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)), device=dev)
-    caches, rope = dec.new_cache(B, T), dec.rope(T)
+    caches, rope = dec.new_cache(B, T, zeroed=bool(graphs)), dec.rope(T)  # a masked key's weight is 0, and 0 x NaN would not be
     pos = (mask.long().cumsum(1) - 1).masked_fill_(~mask, 1)
     logits = dec.run(input_ids, pos, torch.arange(P, device=dev), P, rope, caches, _prefill_bias(mask, dec.H // dec.KV, dtype))
     bias = torch.full((B, dec.KV, 1, T), torch.finfo(dtype).min, dtype=dtype, device=dev)  # per KV head (a view for baddbmm); unwritten keys masked
