@@ -30,36 +30,6 @@ def test_readme_is_index_notebook():
     assert (project_root() / "README.md").read_text().strip() == text.strip()
 
 
-def test_the_package_has_no_import_circles():
-    "Issue 38: no module of race_nb imports (at module level or inside a function) one that imports it back, directly or around a loop."
-    import ast
-    root = Path(__file__).resolve().parents[1] / "race_nb"
-    def name(p):  # a module's dotted name; a package is its __init__
-        parts = p.relative_to(root.parent).with_suffix("").parts
-        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-    files = {name(p): p for p in root.rglob("*.py")}
-    graph = {}
-    for mod, p in files.items():
-        pkg = mod if p.stem == "__init__" else mod.rpartition(".")[0]  # where its relative imports start
-        deps = set()
-        for n in ast.walk(ast.parse(p.read_text())):
-            if isinstance(n, ast.ImportFrom):
-                base = ".".join(pkg.split(".")[:len(pkg.split(".")) - n.level + 1]) if n.level else ""
-                deps.add(".".join(x for x in (base, n.module) if x))
-            elif isinstance(n, ast.Import): deps |= {a.name for a in n.names}
-        graph[mod] = {d for d in deps if d in files} - {mod, "race_nb"}
-    assert {"race_nb.grid", "race_nb.grid.spec"} <= set(graph) and "race_nb.grid.spec" in graph["race_nb.grid.run"]  # packages and relative imports resolve
-    def loop_from(start):
-        stack, seen = [(start, [start])], set()
-        while stack:
-            m, path = stack.pop()
-            for d in graph.get(m, ()):
-                if d == start: return path + [d]
-                if d not in seen: seen.add(d); stack.append((d, path + [d]))
-    loops = [l for m in graph if (l := loop_from(m))]
-    assert not loops, loops[:3]
-
-
 def _import_graph() -> dict:
     "Module -> the race_nb modules it imports (module level or inside a function), from the source."
     import ast
@@ -79,6 +49,22 @@ def _import_graph() -> dict:
             elif isinstance(n, ast.Import): deps |= {a.name for a in n.names}
         graph[mod] = {d for d in deps if d in files} - {mod, "race_nb"}
     return graph
+
+
+
+def test_the_package_has_no_import_circles():
+    "Issue 38: no module of race_nb imports (at module level or inside a function) one that imports it back, directly or around a loop."
+    graph = _import_graph()
+    assert {"race_nb.grid", "race_nb.grid.spec"} <= set(graph) and "race_nb.grid.spec" in graph["race_nb.grid.run"]  # packages and relative imports resolve
+    def loop_from(start):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            m, path = stack.pop()
+            for d in graph.get(m, ()):
+                if d == start: return path + [d]
+                if d not in seen: seen.add(d); stack.append((d, path + [d]))
+    loops = [l for m in graph if (l := loop_from(m))]
+    assert not loops, loops[:3]
 
 
 HOUSE = [  # issue 60: the trainer and RACE, one job per module, in the order they may import one another (never back up)
