@@ -8,10 +8,13 @@ import fractions, json
 from pathlib import Path
 import numpy as np
 import pandas as pd
+import warnings
 from .core import project_root
+from .config import MODEL_REWARDS
 
 # %% auto #0
-__all__ = ['VALIDATION', 'read_validation', 'done_populations', 'race_answer', 'sign_table', 'plot_budget_scaling']
+__all__ = ['VALIDATION', 'INFORMATIVE', 'MIN_DECISIVE', 'read_validation', 'done_populations', 'race_answer', 'sign_table',
+           'plot_budget_scaling', 'paper_claims']
 
 # %% ../nbs/09b_reproduction.ipynb #ecdb9375
 VALIDATION = Path("results") / "race-forecast" / "validation.json" # the frozen rule's record, relative to the project
@@ -67,3 +70,138 @@ def plot_budget_scaling(v: dict):
     axes[0].set_ylabel("pass@1 (median over configurations)"); axes[1].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+# %% ../nbs/09b_reproduction.ipynb #ab538a77
+def _fmt_ci(v, lo, hi, digits=2) -> str:
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else f"{v:.{digits}f}"
+
+# %% ../nbs/09b_reproduction.ipynb #7fffe563
+def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
+    "What the pilot-vs-full validation measured, and its verdict (rule: see the prose above paper_claims). The truth is the full grid's decisive call."
+    if not len(vt): return "-", "not enough data (no configuration in both pilot and full runs)"
+    from race_nb.race import bootstrap_validation
+    bv = bootstrap_validation(vt)
+    ci = lambda m: _fmt_ci(bv.loc[m, "value"], bv.loc[m, "lo"], bv.loc[m, "hi"])
+    maj, kappa = s["majority_direction"], "Cohen's kappa, pilot call vs full call"
+    base = next((m for m in bv.index if m.startswith(f"baseline: always {maj}")), None)
+    here = (f"fixed-fraction pilot; {len(vt)} configurations (full-budget truths: {s['full_truths']}); "
+            f"same call {ci('same call as the full runs (rate)')}; accuracy on {s['decisive_on_determinate']} decisive calls where the full runs show a regime {ci('accuracy on decisive calls')} ({s['decisive_on_no_regime']} more where they show none), "
+            f"coverage {ci('coverage (share of decisive pilot calls)')}; kappa vs the full call {ci(kappa)}"
+            + (f" ({s['kappa_vs_full_call_note']})" if s.get("kappa_vs_full_call_note") else "")
+            + (f"; always {maj} (an oracle's label): {ci(base)}" if base else ""))
+    if s["shared_seeds"]: return here + f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}", "not enough data (pilot not independent)"
+    if not s["decisive_calls"]: return here, "not enough data (the pilot abstained everywhere)"
+    if s["decisive_on_determinate"] < MIN_DECISIVE:
+        return here, f"not enough data ({s['decisive_on_determinate']} decisive call(s) where the full runs show a regime; a verdict needs {MIN_DECISIVE})"
+    if vt.full_call.nunique() < 2: return here, f"not testable (every full-budget call is {vt.full_call.iloc[0]}: kappa undefined)"
+    kappa_lo = bv.loc[kappa, "lo"]
+    ok = s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 and kappa_lo > 0
+    return here, "reproduced" if ok else "not reproduced"
+
+# %% ../nbs/09b_reproduction.ipynb #1cba6440
+INFORMATIVE = 0.5 # a "reproduced" / "not reproduced" verdict needs an interval at most this share of the range the grid can show
+MIN_DECISIVE = 5 # decisive pilot calls below which the RACE row gives no verdict (an accuracy of 2 of 2 says little)
+
+def _informative(lo: float, hi: float, span: float) -> str:
+    "'' when the interval [lo, hi] is narrow enough for a verdict, else why not."
+    if not (np.isfinite(lo) and np.isfinite(hi)): return "not enough data (one seed per arm: no interval)"
+    if hi - lo <= 1e-9: return "not enough data (an interval of no width: every resample picks the same arm)"
+    if not span > 0 or hi - lo > INFORMATIVE * span:
+        return (f"not enough data (the interval is {hi - lo:.2f} wide, {(hi - lo) / span:.0%} of the {span:.2f} this grid can show; "
+                f"a verdict needs at most {INFORMATIVE:.0%})" if span > 0 else "not enough data (the arms cover no range of rho)")
+    return ""
+
+def _rho_claims(done: pd.DataFrame) -> list[dict]:
+    "Rows for the best rho per kind of feedback and for the shift, each verdict only from an informative interval (`_informative`). Best rho: reproduced when the paper's value is inside this grid's 95% interval over seeds. Shift (rule minus model): reproduced when its interval is above 0, not reproduced when it lies below the paper's 0.275, else not enough data."
+    from race_nb.race import shift_test, PAPER
+    rows = []
+    if not (len(done) and done.native_reward.notna().any()): return rows
+    k = shift_test(done)[1].set_index("feedback")
+    if done.arm.nunique() < 3:  # the best rho of two arms is one of their own two values, whatever the data: no verdict on it
+        few = f"not enough data ({done.arm.nunique()} arms: the best rho can only be one of their own rho values)"
+        rows3 = [(f"best rho on the native reward, {fb} feedback", PAPER[key], fb) for fb, key in (("rule-based", "rho_rule"), ("model-based", "rho_model"))]
+        rows3.append(("model-based feedback moves the best rho down (rule minus model)", PAPER["rho_rule"] - PAPER["rho_model"], "rule minus model"))
+        return [dict(claim=c, paper=f"{p:.3g}", here=_fmt_ci(k.loc[f].rho_star, k.loc[f].lo, k.loc[f].hi) if f in k.index else "-", verdict=few)
+                for c, p, f in rows3]
+    for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
+        claim = f"best rho on the native reward, {fb} feedback"
+        if fb not in k.index: rows.append(dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (no such reward here)")); continue
+        r = k.loc[fb]
+        rows.append(dict(claim=claim, paper=f"{paper:.3g}", here=_fmt_ci(r.rho_star, r.lo, r.hi),
+                         verdict=_informative(r.lo, r.hi, r.rho_range) or ("reproduced" if r.lo <= paper <= r.hi else "not reproduced")))
+    claim, paper = "model-based feedback moves the best rho down (rule minus model)", PAPER["rho_rule"] - PAPER["rho_model"]
+    if "rule minus model" not in k.index: return rows + [dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (needs both kinds)")]
+    r = k.loc["rule minus model"]
+    return rows + [dict(claim=claim, paper=f"{paper:.3g}", here=_fmt_ci(r.rho_star, r.lo, r.hi),
+                        verdict=_informative(r.lo, r.hi, r.rho_range) or ("reproduced" if r.lo > 0 else "not reproduced" if r.hi < paper else
+                                                                         "not enough data (the interval covers 0 and the paper's value)"))]
+
+# %% ../nbs/09b_reproduction.ipynb #58308bb0
+def _disagreement_claim(done: pd.DataFrame, per_prompt) -> dict:
+    "The target-disagreement row, a count: reproduced when more than half of the dense / PRM configurations hold the pattern (each in at least 80% of bootstrap resamples), not reproduced when more than half contradict it."
+    from race_nb.race import disagreement_pattern
+    claim = "targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)"
+    usable = {"pass1_id", "judge"} <= set(done.columns) and done.reward.isin(("dense",) + MODEL_REWARDS).any()
+    pat = disagreement_pattern(done, per_prompt) if usable else None
+    if pat is None or not len(pat): return dict(claim=claim, paper="holds", here="-", verdict="not enough data (no dense or PRM runs)")
+    counts = pat.verdict.value_counts()
+    here = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "contradicted", "not enough data"))
+    verdict = ("reproduced" if counts.get("holds", 0) > len(pat) / 2 else
+               "not reproduced" if counts.get("contradicted", 0) > len(pat) / 2 else "not enough data")
+    return dict(claim=claim, paper="holds", here=f"{len(pat)} configurations: {here}", verdict=verdict)
+
+def _size_claim(done: pd.DataFrame, per_prompt, holds_at: float = 0.8) -> dict:
+    "The model-size row: per size pair of one reward, budget and configuration, each size's best arm from the argmax bootstrap (`race.argmax_frequencies`). Reproduced when in some pair both best arms win at least `holds_at` of resamples and differ; not reproduced when in every pair both win that often and agree; else not enough data."
+    from race_nb.race import argmax_frequencies, group_keys
+    claim = "model size and allocation are coupled at a fixed budget (best arm per size)"
+    if done.model.nunique() < 2: return dict(claim=claim, paper="coupled", here="-", verdict="not enough data (one policy size)")
+    freq = argmax_frequencies(done, ("pass1_id",), per_prompt)
+    best = freq.loc[freq.groupby([k for k in group_keys(done)], dropna=False).freq.idxmax()]
+    others = [k for k in group_keys(done) if k != "model"]
+    differ = same = unsure = 0
+    for _, g in best.groupby(others, dropna=False):
+        rows = list(g.itertuples())
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                sure = a.freq >= holds_at and b.freq >= holds_at and min(a.seeds, b.seeds) >= 2
+                differ += sure and a.arm != b.arm; same += sure and a.arm == b.arm; unsure += not sure
+    pairs = differ + same + unsure
+    here = f"{pairs} size pairs: best arms differ in {differ}, agree in {same} (each in at least {holds_at:.0%} of resamples); unsure in {unsure}"
+    return dict(claim=claim, paper="coupled", here=here, verdict="reproduced" if differ else "not reproduced" if same == pairs and pairs else
+                "not enough data (no size pair with a sure best arm on both sides)")
+
+def _gain_claim(vt: pd.DataFrame) -> dict:
+    "The held-out-gain row: reproduced when the recommended arm's paired gain over trl's default arm has its 95% interval below 0 in some configuration (the gain is not guaranteed); not reproduced when every interval is above 0; else not enough data."
+    g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
+    lo, hi = (vt.get(f"gain_vs_trl_default_{e}", pd.Series(np.nan, index=vt.index)) for e in ("lo", "hi"))
+    pos, neg = int((lo > 0).sum()), int((hi < 0).sum())
+    here = f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos}, below 0 in {neg}, of {len(g)} configurations" if len(g) else "-"
+    verdict = ("not enough data (trl's default arm not in the full runs)" if not len(g) else "reproduced" if neg else
+               "not reproduced" if pos == len(g) else "not enough data (no interval below 0)")
+    return dict(claim="no guaranteed held-out gain from the recommended arm", paper="not guaranteed", here=here, verdict=verdict)
+
+# %% ../nbs/09b_reproduction.ipynb #52509c14
+def _package_race_answer() -> str:
+    "What the package's own committed runs answer to the RACE claim (results/race-forecast/validation.json), for a grid that cannot answer it."
+    from race_nb.reproduction import race_answer, read_validation
+    try: return f"; the package's own runs: {race_answer(read_validation())}; see Reproduction"
+    except (OSError, ValueError, KeyError): return ""
+
+def paper_claims(results: pd.DataFrame, # the grid's results
+                 per_prompt: pd.DataFrame | None = None, # its per-prompt values (`grid.per_prompt_results`)
+                 full: pd.DataFrame | None = None, # full-budget results to validate RACE against (this grid is the pilot)
+                 full_prompts: pd.DataFrame | None = None,
+                ) -> pd.DataFrame:
+    "One row per claim of the paper: what it says, what this grid measured (95% intervals), and a verdict by the rule its function states."
+    from race_nb.race import validate
+    done = results[results.status == "done"]
+    rows = _rho_claims(done) + [_disagreement_claim(done, per_prompt), _size_claim(done, per_prompt)]
+    race = "RACE's pilot names the regime (pass@1)"
+    if full is None:
+        return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here="-",
+                                         verdict="not enough data in this grid (no full-budget runs: race report RUNS --full FULL)" + _package_race_answer())])
+    with warnings.catch_warnings():  # shared seeds are stated in the row below
+        warnings.filterwarnings("ignore", message="the pilot and the full-budget runs share")
+        vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
+    here, verdict = _race_claim(vt, s)
+    return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here=here, verdict=verdict), _gain_claim(vt)])

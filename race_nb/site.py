@@ -8,7 +8,8 @@ import ast, configparser, copy, re
 from pathlib import Path
 import yaml
 from .core import project_root
-from .report import execute_report, for_readers, math_to_mathml, page_chrome, pick_renderer, render_fallback, render_quarto, retitle, run_notebooks
+from .report import execute_report, pick_renderer, run_notebooks
+from .render import for_readers, math_to_mathml, page_chrome, render_fallback, render_quarto, retitle
 
 # %% auto #0
 __all__ = ['chapter_pages', 'select_chapters', 'skip_flags', 'for_execution', 'execute_chapters', 'api_entries', 'api_notebook',

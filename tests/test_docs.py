@@ -9,8 +9,8 @@ def test_public_methods_have_doc_entries():
     "Methods attached with @patch are indexed under their real names (nbdev skips `_` names and hand-attached ones)."
     from race_nb._modidx import d
     syms = d["syms"]
-    want = {"race_nb.flops": ["ModelFlops.forward", "ModelFlops.generate", "ModelFlops.train_step", "ModelFlops.n_params",
-                              "FlopsLedger.rho", "FlopsLedger.save", "FlopsLedger.load", "FlopsLedger.compute_card"],
+    want = {"race_nb.flops": ["ModelFlops.forward", "ModelFlops.generate", "ModelFlops.train_step", "ModelFlops.n_params", "ModelFlops.merge_flops"],
+            "race_nb.ledger": ["FlopsLedger.rho", "FlopsLedger.save", "FlopsLedger.load", "FlopsLedger.compute_card"],
             "race_nb.grpo": ["LedgerGRPOTrainer.compute_loss", "LedgerGRPOTrainer.training_step", "LedgerGRPOTrainer._generate_and_score_completions"]}
     for mod, names in want.items():
         missing = [n for n in names if f"{mod}.{n}" not in syms[mod]]
@@ -68,7 +68,8 @@ def test_the_package_has_no_import_circles():
 
 
 HOUSE = [  # issue 60: the trainer and RACE, one job per module, in the order they may import one another (never back up)
-    ["race_nb.config", "race_nb.flops", "race_nb.memory", "race_nb.roofline"],
+    ["race_nb.config", "race_nb.ledger", "race_nb.flops", "race_nb.memory", "race_nb.roofline"],
+    ["race_nb.render", "race_nb.report", "race_nb.site"],
     ["race_nb.fastgen", "race_nb.checkpoint", "race_nb.watch", "race_nb.charge", "race_nb.tracking", "race_nb.grpo", "race_nb.build"],
     ["race_nb.race.keys", "race_nb.race.contrast", "race_nb.race.moderate", "race_nb.race.fits", "race_nb.race.diagnose",
      "race_nb.race.validate", "race_nb.race.claims", "race_nb.race"],
@@ -85,8 +86,8 @@ def test_the_house_imports_one_way():
             assert not back, f"{mod} imports {sorted(back)}, listed after it"
     root = Path(__file__).resolve().parents[1] / "race_nb"
     sizes = {p.name: len(p.read_text().splitlines()) for p in root.rglob("*.py") if p.stem != "_modidx"}
-    assert max(sizes.values()) < 700, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
-    for light in ("race_nb.roofline", "race_nb.memory", "race_nb.race.contrast"):  # torch-free modules import no torch at module level
+    assert max(sizes.values()) < 600, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    for light in ("race_nb.roofline", "race_nb.memory", "race_nb.race.contrast", "race_nb.ledger", "race_nb.reproduction"):  # torch-free modules import no torch at module level
         code = f"import sys, json, {light}; print(json.dumps(sorted(m for m in ('torch', 'trl', 'transformers', 'peft') if m in sys.modules)))"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert json.loads(out.stdout) == [], (light, out.stdout)
