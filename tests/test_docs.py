@@ -77,7 +77,7 @@ HOUSE = [  # issue 60: the trainer and RACE, one job per module, in the order th
 
 
 def test_the_house_imports_one_way():
-    "Issue 60: within each group a module imports only those listed before it (no import runs back up), and the largest modules stay near 500 lines."
+    "Issue 60: within each group a module imports only those listed before it (no import runs back up), and no module passes 550 lines."
     graph = _import_graph()
     for group in HOUSE:
         for i, mod in enumerate(group):
@@ -86,7 +86,7 @@ def test_the_house_imports_one_way():
             assert not back, f"{mod} imports {sorted(back)}, listed after it"
     root = Path(__file__).resolve().parents[1] / "race_nb"
     sizes = {p.name: len(p.read_text().splitlines()) for p in root.rglob("*.py") if p.stem != "_modidx"}
-    assert max(sizes.values()) < 600, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    assert max(sizes.values()) < 550, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
     for light in ("race_nb.roofline", "race_nb.memory", "race_nb.race.contrast", "race_nb.ledger", "race_nb.reproduction"):  # torch-free modules import no torch at module level
         code = f"import sys, json, {light}; print(json.dumps(sorted(m for m in ('torch', 'trl', 'transformers', 'peft') if m in sys.modules)))"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

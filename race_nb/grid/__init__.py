@@ -6,6 +6,7 @@
 __all__ = []
 
 # %% ../../nbs/07_grid.ipynb #c97c142c
-from .spec import *     # the grid file, resources and checkpoints, cell ids, what a budget buys
+from .spec import *     # the grid file, resources and checkpoints, cell ids, preflight
+from .plan import *     # what a budget buys, memory, the roofline, the refusals before a grid starts
 from .run import *      # cell state on disk, running one cell, the local and Slurm executors, run_grid
 from .results import *  # status, the live watch, aggregation and per-prompt results

@@ -11,7 +11,8 @@ import yaml
 from tqdm import tqdm
 from ..core import environ, exclusive, last_checkpoint, project_root, trained_record, write_atomic
 from ..config import CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL
-from .spec import GridError, _check_resource_values, cell_resources, check_memory, check_schedule, checkpointing, format_plan, load_grid, plan_grid, preflight, tracking_spec
+from .spec import GridError, _check_resource_values, cell_resources, checkpointing, load_grid, preflight, tracking_spec
+from .plan import check_memory, check_schedule, format_plan, plan_grid
 
 log = logging.getLogger(__name__)
 
