@@ -97,8 +97,9 @@ def test_site_in_chromium(site, tmp_path):
         assert info["text"] > 300, (str(rel), "a page with (almost) nothing on it")
         assert info["screenshot"].stat().st_size > 10_000, str(rel)
     by = {str(p.relative_to(site.resolve())): i for p, i in seen.items()}
-    for page in ("index.html", "compute.html", "race.html"): assert by[page]["tables"] > 0, page  # the report's tables
-    for page in ("compute.html", "frontiers.html"): assert by[page]["images"], page  # and its figures
+    for page in ("index.html", "compute.html", "race.html", "reproduction.html"): assert by[page]["tables"] > 0, page  # the report's tables
+    for page in ("compute.html", "frontiers.html", "index.html"): assert by[page]["images"], page  # and its figures (the overview opens with one)
+    assert len(by["reproduction.html"]["images"]) >= 4 and by["reproduction.html"]["tables"] >= 6  # the committed runs' claims, frontiers, size, sign
     assert by["chapters/01_flops.html"]["math"] > 10 and by["chapters/01_flops.html"]["tables"] > 0  # TeX as MathML; the chapter's tables
     assert by["chapters/09_report.html"]["images"], "the report chapter's figures"
     assert by["api.html"]["text"] > 5000
