@@ -257,23 +257,24 @@ def fast_generate(model, input_ids: torch.Tensor, # [B, P] left-padded prompt id
     caches, rope = dec.new_cache(B, T, zeroed=bool(graphs)), dec.rope(T)  # a masked key's weight is 0, and 0 x NaN would not be
     pos = (mask.long().cumsum(1) - 1).masked_fill_(~mask, 1)
     logits = dec.run(input_ids, pos, torch.arange(P, device=dev), P, rope, caches, _prefill_bias(mask, dec.H // dec.KV, dtype))
-    bias = torch.full((B, dec.KV, 1, T), torch.finfo(dtype).min, dtype=dtype, device=dev)  # per KV head (a view for baddbmm); unwritten keys masked
-    bias[:, :, 0, :P].masked_fill_(mask[:, None], 0)
+    bias = torch.zeros(B, dec.KV, 1, T, dtype=dtype, device=dev)  # per KV head (a view for baddbmm)
+    bias[:, :, 0, :P].masked_fill_(~mask[:, None], torch.finfo(dtype).min)
+    if graphs: bias[..., P:] = torch.finfo(dtype).min  # graphs read keys past the filled length: unwritten ones masked until written
     pos, wpos = pos[:, -1:].clone(), torch.tensor([P - 1], device=dev)
     unfinished, out, alive = torch.ones(B, dtype=torch.bool, device=dev), [], []
     for i in range(max_new_tokens):
         scores = logits.float()
         nxt = torch.multinomial(F.softmax(scores / temperature, dim=-1), 1).squeeze(1) if do_sample else scores.argmax(-1)
-        alive.append(unfinished.any())
+        if check_every > 1: alive.append(unfinished.any())  # which columns 🤗 would return (read once, at the end)
         nxt = torch.where(unfinished, nxt, torch.full_like(nxt, pad_token_id))
         out.append(nxt)
         unfinished &= ~torch.isin(nxt, eos)
         if i == max_new_tokens - 1 or ((i + 1) % check_every == 0 and not bool(unfinished.any())): break
         pos += 1; wpos += 1
-        bias[..., P + i] = 0
+        if graphs: bias[..., P + i] = 0
         read = steps.read_len(P + i + 1, T) if steps else P + i + 1
         logits = (steps or (lambda *a: dec.run(*a, rope, caches, bias)))(nxt[:, None], pos, wpos, read)
-    keep = int(torch.stack(alive).sum())  # tokens produced while some row was unfinished: what 🤗 generate returns
+    keep = int(torch.stack(alive).sum()) if alive else len(out)  # tokens produced while some row was unfinished: what 🤗 generate returns
     if info is not None: info.update(tokens=len(out), merge_flops=dec.merge_flops, graphs=steps.failed if steps else "off")
     return torch.cat([input_ids, torch.stack(out[:keep], 1)], 1)
 
