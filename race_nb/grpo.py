@@ -15,6 +15,7 @@ from .config import Arm, CELL_CHECKPOINT_ENV, MIN_CYCLES_ENV, NO_SIGNAL_ENV, NO_
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
 from .fastgen import chunked_with_retry, rollouts
+from .roofline import GPUS
 from .checkpoint import (CHECKPOINT_REQUEST, ROLLOUT_BUFFER, SIGNAL_HISTORY, STOP_NOTED, CellInterrupted, CheckpointCallback,
                                 LedgerCheckpointCallback, mid_cycle, note_stop_signals)
 from .watch import NoSignal, NoSignalWarning, SignalWatch, group_signal
@@ -76,7 +77,7 @@ def _checkpointing(args) -> bool:
         return bool(args.activation_checkpointing) or bool(args.__dict__.get("gradient_checkpointing"))
     return bool(args.gradient_checkpointing)
 
-PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
+PEAK_FLOPS = {k: v["peak"] for k, v in GPUS.items()} # dense bf16 FLOP/s by GPU name, from the spec sheets of race_nb.roofline (the most specific name first)
 
 # %% ../nbs/05_grpo.ipynb #9165ba62
 def peak_flops_of(device) -> float | None:

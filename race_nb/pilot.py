@@ -4,13 +4,14 @@
 
 # %% ../nbs/08a_pilot.ipynb #31bd1062
 from __future__ import annotations
-import dataclasses, fractions, json, os
+import dataclasses, json, os
 from pathlib import Path
 import pandas as pd
 import yaml
 from .core import check_positive, project_root, write_atomic
 from .config import DEFAULT_ARM, Arm
 from .forecast import FROZEN
+from .reproduction import budget_label
 
 # %% auto #0
 __all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'PILOT_FRACTION', 'VALIDATION', 'PILOT_HEADER', 'arms_around_arm',
@@ -117,18 +118,16 @@ def reliability_note(path=None) -> str:
         if (b := pop.get("budget")): lines.append("    " + sign_note(b))
     return "\n".join(lines)
 
-def _frac(f: float) -> str: return str(fractions.Fraction(f).limit_denominator(256))
-
 def sign_note(b: dict) -> str:
     "One line from a population's `budget` record: the pilot's sign against the full-budget truth at 1/8 and 1/4 of the budget, the signs that change by the full budget, and how the seed SD and |contrast| scale."
     rows = {round(r["fraction"], 6): r for r in b["rows"] if r["fraction"] < 1}
     at = [rows[f] for f in (round(PILOT_FRACTION, 6), round(2 * PILOT_FRACTION, 6)) if f in rows]
-    agree = "; ".join(f"{r['agree']} of {r['determinate']} [{r['agree_lo']:.2f}, {r['agree_hi']:.2f}] at {_frac(r['fraction'])}" for r in at)
+    agree = "; ".join(f"{r['agree']} of {r['determinate']} [{r['agree_lo']:.2f}, {r['agree_hi']:.2f}] at {budget_label(r['fraction'])}" for r in at)
     first = at[0] if at else None
     s = b["slopes"]
     return (f"the pilot's sign = the full-budget truth on determinate configurations: {agree or 'no pilot budget recorded'}"
-            + (f"; signs that differ from the full budget's: {first['sign_changes']} of {first['configurations']} at {_frac(first['fraction'])}" if first else "")
-            + f"; log-log slope against the budget ({_frac(s['fractions'][0])} to {_frac(s['fractions'][1])}): seed SD {s['seed_sd']:+.2f}, |contrast| {s['contrast']:+.2f}")
+            + (f"; signs that differ from the full budget's: {first['sign_changes']} of {first['configurations']} at {budget_label(first['fraction'])}" if first else "")
+            + f"; log-log slope against the budget ({budget_label(s['fractions'][0])} to {budget_label(s['fractions'][1])}): seed SD {s['seed_sd']:+.2f}, |contrast| {s['contrast']:+.2f}")
 
 def heldout_status(path=None) -> str:
     "The held-out test of the frozen rule as the record gives it: its verdict, or how far it got."

@@ -13,8 +13,8 @@ from .core import project_root
 from .config import MODEL_REWARDS
 
 # %% auto #0
-__all__ = ['VALIDATION', 'INFORMATIVE', 'MIN_DECISIVE', 'read_validation', 'done_populations', 'race_answer', 'sign_table',
-           'plot_budget_scaling', 'paper_claims']
+__all__ = ['VALIDATION', 'INFORMATIVE', 'MIN_DECISIVE', 'read_validation', 'done_populations', 'race_answer', 'budget_label',
+           'sign_table', 'plot_budget_scaling', 'paper_claims']
 
 # %% ../nbs/09b_reproduction.ipynb #ecdb9375
 VALIDATION = Path("results") / "race-forecast" / "validation.json" # the frozen rule's record, relative to the project
@@ -43,14 +43,16 @@ def race_answer(v: dict) -> str:
             f"({', '.join(p['label'].split(' (')[0] for p in pops.values())}; results/race-forecast/validation.json)")
 
 # %% ../nbs/09b_reproduction.ipynb #fac5f5b4
-def _frac(f: float) -> str: return "1" if f >= 1 else str(fractions.Fraction(f).limit_denominator(256))
+def budget_label(f: float) -> str:
+    "A fraction of the full budget as people write it: 1/8, 3/32, 1."
+    return "1" if f >= 1 else str(fractions.Fraction(f).limit_denominator(256))
 
 def sign_table(v: dict) -> pd.DataFrame:
     "Per done population and pilot budget: the pilot's sign against the full-budget truth on determinate configurations (exact interval), sign changes, median seed SD and |contrast|."
     rows = []
     for k, p in done_populations(v).items():
         for r in (p.get("budget") or {}).get("rows", []):
-            rows.append({"population": p["label"].split(" (")[0], "budget (of the full)": _frac(r["fraction"]), "fraction": r["fraction"],
+            rows.append({"population": p["label"].split(" (")[0], "budget (of the full)": budget_label(r["fraction"]), "fraction": r["fraction"],
                          "pilot sign = truth": "-" if r["agree"] is None else f"{r['agree']} of {r['determinate']} [{r['agree_lo']:.2f}, {r['agree_hi']:.2f}]",
                          "signs differing from the full budget's": "-" if r["fraction"] >= 1 else f"{r['sign_changes']} of {r['configurations']}",
                          "median seed SD": r["median_seed_sd"], "median |contrast|": r["median_abs_contrast"]})

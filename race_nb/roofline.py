@@ -50,6 +50,7 @@ def cell_roofline(cfg: CellConfig, # the cell
                   gpu: str | None = None, # a GPUS name (None: H100)
                   prompt_len: int | None = None, # padded prompt tokens (None: 16 for arith, 256 otherwise, as the plan)
                   arm=None, # an `Arm` that overrides the cell's
+                  chunk: int | None = None, # rollouts per generate call (None: the memory plan's on this GPU's memory)
                  ) -> dict:
     "Seconds per generation cycle at the GPU's limit, by phase (decode from bytes, prefill/update/scoring from FLOPs), and the cell's GPU-hours at the limit. COMPUTED."
     spec, arm = gpu_spec(gpu), arm or cell_arm(cfg)
@@ -57,7 +58,7 @@ def cell_roofline(cfg: CellConfig, # the cell
     rm = reward_model_flops(cfg.reward, cfg.reward_settings) if cfg.reward in MODEL_REWARDS else None
     P = prompt_len or (16 if cfg.train_data.startswith("arith") else 256)
     C, B = cfg.max_completion_length, cfg.prompts_per_step * arm.n
-    chunk = min(memory_plan(cfg, spec["memory"], P, arm)["chunk"], B)
+    chunk = min(chunk or memory_plan(cfg, spec["memory"], P, arm)["chunk"], B)
     merged = bool(cfg.merge_generation and pol.lora)
     decode = prefill = 0.0
     for rows in [chunk] * (B // chunk) + ([B % chunk] if B % chunk else []):

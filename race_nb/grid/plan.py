@@ -82,7 +82,7 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
         except ValueError:
             if gpu: raise
             spec = gpu_spec(DEFAULT_GPU)  # a site's own type name (e.g. "hopper"): priced as the default, said by the plan's header
-        r = cell_roofline(cfg, spec["name"], prompt_len, arm)
+        r = cell_roofline(cfg, spec["name"], prompt_len, arm, chunk=m["chunk"])  # the chunk the cell runs on its own GPU's memory
         rows[-1].update(roof_gpu=r["gpu"], roof_gen_s=r["decode_s"] + r["prefill_s"], roof_cycle_s=r["cycle_s"], gpu_hours_limit=r["gpu_hours_limit"],
                         gpu_hours_measured=r["gpu_hours_measured"])
         rows[-1].update(gpu_memory=gm, mem_gib=m["peak"], mem_phase=m["train_phase"] if m["train_peak"] >= m["eval_peak"] else "evaluation",
