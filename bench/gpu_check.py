@@ -1,45 +1,56 @@
-"""GPU smoke test of the paper path (issues 13, 26, 52, 62), in stages. Each stage runs in a subprocess of its own with its own
-timeout and writes its own JSON into the output folder, so one crash loses nothing else:
+"""GPU smoke test of the paper path (issues 13, 26, 52, 62, 65), in stages. Each stage runs in a subprocess of its own with its own
+timeout and writes its own JSON into the output folder as it measures, so one crash or timeout loses nothing else. One loan
+(15 minutes, 2-4 of them start-up, 10 a command) runs two commands, each under 300 s with the install, with room to rerun one
+(bench/GPU.md gives them as typed):
 
-P   probe: torch / transformers / peft / trl versions, whether vllm imports, free GPU memory, and the kernel SDPA picks for a
+  command 1 (`--command 1`): P, then D;   command 2 (`--command 2`): G, then S1.
+
+P   probe: torch / transformers / peft / trl versions, an import of every module the check runs (gpu_bundle.CHECKED_IMPORTS:
+    a missing carried package fails here, in seconds), whether vllm imports, free GPU memory, and the kernel SDPA picks for a
     masked grouped-query decode step (what transformers' path runs);
-D   decode-step time per generation path at the real Qwen2.5-1.5B and 7B widths (random bf16 weights on the device, LoRA r 64),
-    batch 256, contexts 512 and 2048: race_nb.fastgen eager, with its decode step captured as CUDA graphs, graphs with the
-    adapter merged, and transformers' forward with a DynamicCache (trl's path); 3 warm-up steps, 10 timed (CUDA events), one
-    profiled (the top kernels); each row beside the roofline's time for the ideal bytes at the GPU's spec bandwidth. Written
-    to DIR/decode.json row by row as measured; `race grid plan` reads the fastgen rows' efficiency (race_nb.roofline);
-
+D   decode-step time per generation path at the real Qwen2.5-7B then 1.5B widths (random bf16 weights on the device, LoRA r
+    64), batch 256, contexts 512 and 2048: race_nb.fastgen eager, with its decode step captured as CUDA graphs, graphs with the
+    adapter merged, the SDPA attention variant (a KV head's query heads as SDPA's query positions: no K/V repeat, no
+    mask-forced fallback), and transformers' forward with a DynamicCache (trl's path); 3 warm-up steps, 10 timed (CUDA
+    events), one profiled (torch.profiler set up for graph replays as gpt-fast does: the kernel split by kind, the top
+    kernels); every row has the capture's status and the roofline's time for the ideal bytes at the GPU's spec bandwidth.
+    Written to DIR/decode.json row by row as measured; `race grid plan` reads the efficiency of the rows cells run
+    (race_nb.roofline.measured_efficiency);
+G   fast generation's peak memory at the paper cell's 7B shape (256 rows of 512-token prompts, 16 rollouts per prompt stored
+    once, 2048 new tokens, LoRA r 64, random bf16 weights: rows never stop) against race_nb.memory's plan for it, each figure
+    written as it is measured: allocated after the weights, after the prefill, and at the end, with the seconds;
 S1  the paper grid's worst cell: one GRPO cycle at qwen2.5-7b / prm / n16-m4 shapes (16 prompts x 16 rollouts, LoRA r 64,
     gradient checkpointing, 16 micro-batches) with random bf16 weights built from the shipped configs on the device (no
     download, no weight file written); peak allocated and reserved memory after generation, after scoring and after the
     update, against race_nb.memory's prediction at the prompt length the batch had and the completion length it ran.
     Random weights never stop early, so every rollout runs to the limit: 256 x 2048 tokens did not finish in 255 s on an H200
     (bench/GPU.md). S1 therefore runs at --s1-completion tokens (default 512), and the plan is held to it at that length
-    (the plan's 2048-token figure stays COMPUTED, checked by the fake-tensor trace of bench/memory_trace.py);
-    --s1-completion 2048 runs the paper's length where the time allows;
+    (the plan's 2048-token figure is COMPUTED, checked by stage G and by the fake-tensor trace of bench/memory_trace.py);
 S2  CUDA bookkeeping: the CUDA random stream unchanged across an evaluation (sampled generate and a milestone evaluation), and
     a 2-cell tiny grid through papermill on the GPU (one cell in the CPU rehearsal), a cell asked to checkpoint and stop
     (checkpoint.request), then resumed;
 S3  the ledger against FlopCounterMode on the GPU: Qwen2.5-1.5B's shape with random weights, the real PRM format, one cycle
-    (trl's non-Triton log-prob path, which FlopCounterMode can see), then the same cycle with SDPA, timed.
+    (trl's non-Triton log-prob path, which FlopCounterMode can see; fast generation's graphs are off under it), then the
+    same cycle with SDPA, timed.
 
-    python bench/gpu_check.py [--out-dir DIR] [--stages P D S1 S2 S3] [--s1-completion N] [--smoke]
+    python bench/gpu_check.py [--out-dir DIR] [--command 1|2] [--stages P D G S1 S2 S3] [--s1-completion N] [--smoke]
 
-The summary (DIR/gpu_check.json, and bench/gpu_check.json by default) keeps S1's measured FLOP/s as `big_cycle`, which
-`race grid plan` uses for its GPU-hours. Without CUDA it exits with status 2 and says so; `--smoke` runs every stage on the
-CPU at toy shapes (tests/test_paper.py runs it), into a temporary folder unless --out-dir names one (bench/gpu_check/ keeps
-what GPUs measured). On a bare GPU machine with no network, `make gpu-bundle` gathers the wheels
-and data it needs into gpu-bundle/ (README, GPU section). Data (GSM8K / MATH-500) is found in RACE_DATA_DIR, else in
-gpu-bundle/data or ../shared/data beside the project."""
-import argparse, contextlib, dataclasses, json, os, subprocess, sys, tempfile, threading, time, traceback
+The summary (DIR/gpu_check.json, and bench/gpu_check.json by default) keeps S1's measured cycle as `big_cycle` and G's
+memory. Without CUDA it exits with status 2 and says so; `--smoke` runs every stage on the CPU at toy shapes
+(tests/test_paper.py runs it), into a temporary folder unless --out-dir names one (bench/gpu_check/ keeps what GPUs
+measured). On a bare GPU machine with no network, `make gpu-bundle` gathers the wheels and data it needs into gpu-bundle/
+(bench/GPU.md). Data (GSM8K / MATH-500) is found in RACE_DATA_DIR, else in gpu-bundle/data or ../shared/data beside the
+project."""
+import argparse, collections, contextlib, dataclasses, json, os, subprocess, sys, tempfile, threading, time, traceback
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 H200_PEAK = 989e12  # bf16 dense FLOP/s of an H100/H200 SXM (the same tensor cores)
-STAGES = {"P": 30, "D": 180, "S1": 140, "S2": 150, "S3": 80}  # seconds each stage may take on one GPU: 580 s, one 600 s command
-PARTIAL = {}  # what a stage has measured so far: written out after each phase, so a stage stopped at its limit still reports it  # seconds each stage may take on one H200 (its own timeout)
+STAGES = {"P": 30, "D": 170, "G": 90, "S1": 150, "S2": 150, "S3": 80}  # seconds each stage may take on one GPU (its own timeout)
+COMMANDS = {"1": ["P", "D"], "2": ["G", "S1"]}  # the two commands of one loan (bench/GPU.md): 200 s and 240 s of stages, under 300 s each with the install
+PARTIAL = {}  # what a stage has measured so far: written out after each phase, so a stage stopped at its limit still reports it
 SMOKE_TIMEOUT = 600  # a stage's timeout on the CPU (toy shapes, two slow cores)
 
 
@@ -217,6 +228,7 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
     generate(model, tok, qs, max_new_tokens=16, greedy=True)  # a milestone's greedy pass@1
     out["rng_unchanged"] = bool(torch.equal(s0, state()))
     out["rng_device"] = "cuda" if cuda else "cpu"
+    _partial(**out)
     del model
     # the grid: two tiny cells on the device; one is asked to checkpoint and stop once it has a checkpoint, then the grid resumes it
     grid = tmp / "gpu-grid.yaml"
@@ -244,6 +256,7 @@ def stage_s2(cuda: bool, tmp: Path) -> dict:
     t0 = time.time()
     run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=not cuda)  # the CPU rehearsal: the tests' warm kernels
     first = grid_status(root)
+    _partial(**out, after_first_run=first.status.value_counts().to_dict(), asked_cell=asked[0] if asked else None)
     run_grid(grid, runs_root=tmp / "runs", workers=1, min_cycles=0, warm_kernels=not cuda)  # the rerun resumes the stopped cell
     st = grid_status(root)
     out["grid_seconds"] = time.time() - t0
@@ -277,6 +290,7 @@ def stage_s3(cuda: bool, tmp: Path) -> dict:
         out = dict(validated_with="trl non-Triton path (trl.kernels.chunked_logprob._TRITON_AVAILABLE = False)",
                    eager_seconds=time.time() - t0, ledger=r["ledger"], flopcounter=r["counted"], ratio=r["ratio"],
                    components={k: v["ratio"] for k, v in r["components"].items()}, phases=r["phases"])
+        _partial(**out)
         t0 = time.time()
         s = whole_step_check(arm, cycles=1, attn_implementation="sdpa", workdir=str(tmp / "trl2"), **cell)
     secs = time.time() - t0
@@ -292,6 +306,14 @@ def stage_p(cuda: bool, tmp: Path) -> dict:
     rec = dict(torch=torch.__version__, transformers=transformers.__version__, peft=peft.__version__, python=sys.version.split()[0],
                trl=(importlib.util.find_spec("trl") and __import__("trl").__version__) or None, vllm=importlib.util.find_spec("vllm") is not None,
                fused_rms_norm=hasattr(torch.ops.aten, "_fused_rms_norm"))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_bundle import CHECKED_IMPORTS
+    failed = {}
+    for m in CHECKED_IMPORTS:  # every module the check runs, imported here first: a package the bundle lacks fails in seconds
+        try: importlib.import_module(m)
+        except Exception as e: failed[m] = f"{type(e).__name__}: {str(e)[:200]}"
+    rec.update(imports_checked=len(CHECKED_IMPORTS), imports_failed=failed, ok=not failed)
+    _partial(**rec)
     dev = "cuda" if cuda else "cpu"
     if cuda: rec["free_gib"], rec["total_gib"] = (v / 2**30 for v in torch.cuda.mem_get_info())
     B, n = (64, 1536) if cuda else (2, 16)
@@ -320,7 +342,7 @@ def stage_d(cuda: bool, tmp: Path) -> dict:
     dev = "cuda" if cuda else "cpu"
     name = torch.cuda.get_device_name() if cuda else "cpu (smoke)"
     spec = gpu_spec(name if cuda else "H100")  # the CPU rehearsal prices its toy rows at an H100's bandwidth (meaningless, never read as a GPU's)
-    configs = ["qwen2.5-1.5b", "qwen2.5-7b"] if cuda else ["tiny-s"]
+    configs = ["qwen2.5-7b", "qwen2.5-1.5b"] if cuda else ["tiny-s"]  # the paper's largest first: the rows that matter most land first
     batch, contexts, timed, r = (256, (512, 2048), 10, 64) if cuda else (4, (16, 32), 2, 8)
     rows, out_file = [], Path(PARTIAL.get("_file", tmp / "D.json")).with_name("decode.json")
     def sync(): cuda and torch.cuda.synchronize()
@@ -331,11 +353,19 @@ def stage_d(cuda: bool, tmp: Path) -> dict:
             return a.elapsed_time(b) / 1e3 / steps
         t0 = time.perf_counter(); [fn() for _ in range(steps)]
         return (time.perf_counter() - t0) / steps
-    def top_kernels(fn):
+    def kernels(fn):
+        "The top kernels of one profiled step and their split by kind (the profiler set up for graph replays first, as gpt-fast does)."
         from torch.profiler import ProfilerActivity, profile
+        if cuda and hasattr(torch.profiler, "_utils") and hasattr(torch.profiler._utils, "_init_for_cuda_graphs"): torch.profiler._utils._init_for_cuda_graphs()
         with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof: fn(); sync()
         key = "self_device_time_total" if cuda else "self_cpu_time_total"
-        return [dict(name=e.key[:80], us=getattr(e, key)) for e in sorted(prof.key_averages(), key=lambda e: -getattr(e, key))[:8]]
+        ev = [e for e in prof.key_averages() if getattr(e, key) > 0]
+        kind = lambda n: next((k for k, words in (("attention", ("attention", "fmha", "flash", "sdpa", "softmax")), ("gemm", ("gemm", "gemv", "matmul", "mm", "cutlass", "sm90")),
+                                                  ("copy", ("copy", "cat", "index", "scatter", "gather")), ("sampling", ("multinomial", "sort", "topk", "argmax")))
+                               if any(w in n.lower() for w in words)), "elementwise/other")
+        split = collections.defaultdict(float)
+        for e in ev: split[kind(e.key)] += getattr(e, key)
+        return [dict(name=e.key[:80], us=getattr(e, key)) for e in sorted(ev, key=lambda e: -getattr(e, key))[:8]], dict(split)
     for config in configs:
         c = load_config(config)
         torch.manual_seed(0)
@@ -346,13 +376,13 @@ def stage_d(cuda: bool, tmp: Path) -> dict:
         mf = ModelFlops.from_config(c, lora=LoraSpec(r, LINEARS))
         for n in contexts:
             T = n + timed + 8
-            for path in ("fastgen", "fastgen-graphs", "fastgen-graphs-merged", "transformers"):
+            for path in ("fastgen", "fastgen-graphs", "fastgen-graphs-merged", "fastgen-sdpa", "transformers"):
                 rec = dict(device=name, config=config, path=path, batch=batch, context=n)
                 try:
                     ids, pos = torch.zeros(batch, 1, dtype=torch.long, device=dev), torch.full((batch, 1), n - 1, device=dev)
                     with torch.no_grad():
                         if path.startswith("fastgen"):
-                            dec = FastDecoder(model, checked=True, merge=path.endswith("merged"), fuse=False)
+                            dec = FastDecoder(model, checked=True, merge=path.endswith("merged"), fuse=False, attention="sdpa" if path.endswith("sdpa") else "matmul")
                             caches, rope = dec.new_cache(batch, T), dec.rope(T)
                             for kc, vc in caches: kc.normal_(); vc.normal_()
                             bias = torch.zeros(batch, dec.KV, 1, T, dtype=torch.bfloat16, device=dev)
@@ -374,8 +404,10 @@ def stage_d(cuda: bool, tmp: Path) -> dict:
                                             position_ids=torch.full((batch, 1), L - 1, device=dev), logits_to_keep=1)
                                 return torch.multinomial(F.softmax(out.logits[:, -1].float(), -1), 1)
                         clock(fn, 3)  # warm-up (captures the graph)
+                        rec["graphs"] = step.status if isinstance(step, StepGraphs) else "off"
+                        rec["merge"] = ("merged" if dec.merged else f"refused: {dec.merge_refused}") if path.endswith("merged") else "off"
                         rec["seconds"] = clock(fn, timed)
-                        rec["top_kernels"] = top_kernels(fn)
+                        rec["top_kernels"], rec["kernel_split_us"] = kernels(fn)
                     ideal = step_weight_bytes(mf, lora=not path.endswith("merged")) + batch * n * kv_bytes(mf)
                     rec.update(ideal_bytes=ideal, ideal_seconds=ideal / spec["bandwidth"], fraction_of_roofline=ideal / spec["bandwidth"] / rec["seconds"],
                                peak_gib=torch.cuda.max_memory_allocated() / 2**30 if cuda else None)
@@ -394,6 +426,46 @@ def stage_d(cuda: bool, tmp: Path) -> dict:
     return dict(rows=rows, ok=all("error" not in r for r in rows))
 
 
+def stage_g(cuda: bool, tmp: Path) -> dict:
+    "Fast generation's peak memory at the paper cell's 7B shape against race_nb.memory's plan for it (each figure written as measured)."
+    import gc, torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from race_nb.fastgen import fast_generate
+    from race_nb.flops import LINEARS, load_config
+    from race_nb.memory import GiB, planned_peak
+    dev = "cuda" if cuda else "cpu"
+    config, (B, P, C, group, r) = ("qwen2.5-7b", (256, 512, 2048, 16, 64)) if cuda else ("tiny-s", (32, 16, 24, 4, 8))
+    c = load_config(config)
+    torch.manual_seed(0)
+    with torch.device(dev):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{k: v for k, v in c.items() if k not in ("architectures", "torch_dtype")}), dtype=torch.bfloat16)
+    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=list(LINEARS), lora_dropout=0.0)).eval()
+    mem = lambda: torch.cuda.max_memory_allocated() / GiB if cuda else None
+    if cuda: torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+    rec = dict(shape=f"{config}: {B} rows of {P}-token prompts, {group} rollouts per prompt stored once, {C} new tokens, LoRA r {r}, bf16",
+               weights_gib=mem(), planned_gib=planned_peak(config, "generation", B, P, lora_r=r, new_tokens=C, group=group) / GiB)
+    _partial(**rec)
+    ids = torch.randint(0, min(c["vocab_size"], 1000), (B, P), device=dev)
+    info, t0 = {}, time.time()
+    with torch.no_grad():
+        fast_generate(model, ids, max_new_tokens=1, eos_token_id=None, checked=True, groups=[i // group for i in range(B)], info=info)
+    if cuda: torch.cuda.synchronize()
+    rec.update(prefill_peak_gib=mem(), prefill_seconds=time.time() - t0)  # the cache of 1 new token: the prefill's own transient
+    _partial(**rec)
+    if cuda: torch.cuda.reset_peak_memory_stats()
+    t0 = time.time()
+    with torch.no_grad():
+        fast_generate(model, ids, max_new_tokens=C, eos_token_id=None, checked=True, groups=[i // group for i in range(B)], info=info)
+    if cuda: torch.cuda.synchronize()
+    rec.update(peak_gib=mem(), seconds=time.time() - t0, graphs=info.get("graphs"), tokens=info.get("tokens"))
+    rec["ratio_measured_to_planned"] = rec["peak_gib"] / rec["planned_gib"] if cuda else None
+    _partial(**rec)
+    del model; gc.collect()
+    if cuda: torch.cuda.empty_cache()
+    return rec
+
+
 def run_stage(name: str, smoke: bool, out_dir: Path) -> None:
     "One stage in this process (the parent starts each in its own): its JSON, with the error if it failed."
     import torch
@@ -403,7 +475,7 @@ def run_stage(name: str, smoke: bool, out_dir: Path) -> None:
     rec = dict(stage=name, device=torch.cuda.get_device_name() if cuda else "cpu (smoke)", smoke=not cuda, torch=torch.__version__)
     PARTIAL.update(rec, status="stopped before it finished (its limit): the phases measured so far", _file=str(out_dir / f"{name}.json"))
     try:
-        rec.update({"P": stage_p, "D": stage_d, "S1": stage_s1, "S2": stage_s2, "S3": stage_s3}[name](cuda, tmp))
+        rec.update({"P": stage_p, "D": stage_d, "G": stage_g, "S1": stage_s1, "S2": stage_s2, "S3": stage_s3}[name](cuda, tmp))
         rec["status"] = "ok" if rec.get("ok", True) else "failed check"
     except Exception as e:
         rec.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
@@ -415,12 +487,14 @@ def run_stage(name: str, smoke: bool, out_dir: Path) -> None:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="every stage on the CPU at toy shapes (what the tests run)")
-    ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
+    ap.add_argument("--stages", nargs="+", default=None, choices=list(STAGES), help="the stages to run (default: all, or the --command's)")
+    ap.add_argument("--command", choices=list(COMMANDS), default=None, help="one of the loan's two commands: 1 = P D, 2 = G S1 (bench/GPU.md)")
     ap.add_argument("--out-dir", default=None, help="one JSON per stage, and gpu_check.json, here (default: bench/gpu_check on a GPU, a temporary folder with --smoke)")
     ap.add_argument("--out", default=None, help="the summary JSON (default: DIR/gpu_check.json, and bench/gpu_check.json on a GPU)")
     ap.add_argument("--s1-completion", type=int, default=None, help=f"S1's completion length on a GPU (default {S1_COMPLETION}; the paper's 2048 may not fit its limit)")
     ap.add_argument("--stage", default=None, help=argparse.SUPPRESS)  # run one stage in this process (the parent's subprocess)
     a = ap.parse_args()
+    a.stages = a.stages or (COMMANDS[a.command] if a.command else list(STAGES))
     if a.s1_completion: os.environ["RACE_S1_COMPLETION"] = str(a.s1_completion)  # the stage's subprocess reads it
     out_dir = Path(a.out_dir or (tempfile.mkdtemp(prefix="race_gpu_check_smoke_") if a.smoke else ROOT / "bench" / "gpu_check"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -446,9 +520,13 @@ def main():
         if rc == "timeout": rec["status"] = f"timeout at {limit} s: " + str(rec.get("status"))
         summary["stages"][s] = {k: rec.get(k) for k in ("status", "seconds", "error")}
         print(f"{s}: {rec['status']} in {time.time() - t0:.0f} s" + (f" - {rec.get('error')}" if rec.get("error") else ""), flush=True)
+        if s == "G" and rec.get("peak_gib") is not None:
+            summary["generation_memory"] = {k: rec.get(k) for k in ("shape", "planned_gib", "prefill_peak_gib", "peak_gib", "ratio_measured_to_planned", "graphs")}
         if s == "S1" and rec.get("status") == "ok":
             summary["big_cycle"] = {k: rec[k] for k in ("shape", "cycle_seconds", "cycle_flops", "flops_per_s", "mfu", "generation_seconds", "generated_tokens")}
             summary["memory"] = dict(measured=rec["marks"], predicted_gib=rec["predicted_gib"], ratio=rec["ratio_measured_to_predicted"])
+        text = json.dumps(summary, indent=2, default=float)
+        (out_dir / "gpu_check.json").write_text(text + "\n")  # after each stage: a command cut off at its limit keeps what ran
     text = json.dumps(summary, indent=2, default=float)
     (out_dir / "gpu_check.json").write_text(text + "\n")
     if a.out or cuda: Path(a.out or ROOT / "bench" / "gpu_check.json").write_text(text + "\n")

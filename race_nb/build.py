@@ -109,7 +109,8 @@ def build_trainer(cfg: CellConfig, output_dir, ledger: FlopsLedger | None = None
     arm = arm or cell_arm(cfg)
     tr = LedgerGRPOTrainer(**trainer_parts(cfg, output_dir, arm), ledger=ledger or FlopsLedger(budget=cfg.budget),
                            keep=arm.m, fast_generation=cfg.fast_generation, report_card=False,  # the cell writes its own card
-                           generation_chunk=cell_generation_chunk(cfg, arm=arm), merge_generation=cfg.merge_generation)
+                           generation_chunk=cell_generation_chunk(cfg, arm=arm), merge_generation=cfg.merge_generation,
+                           compact_generation=cfg.compact_generation)
     tr.remove_callback(PrinterCallback)  # the budget bar is the cell's progress; its log history is in the ledger and metrics
     return tr
 

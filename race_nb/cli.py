@@ -34,8 +34,8 @@ def _grid_parser(sub) -> None:
     plan = grid.add_parser("plan", help="what each cell's budget buys, before anything runs")
     plan.add_argument("grid", help="grid YAML file")
     plan.add_argument("--prompt-len", type=int, default=None, help="padded prompt tokens (default: 16 for arith, 256 otherwise)")
-    plan.add_argument("--peak", type=float, default=989e12, help="accelerator peak FLOP/s for the time estimate (default: H100 bf16 dense)")
-    plan.add_argument("--mfu", type=float, default=0.25, help="sustained fraction of the peak assumed for the time-limit check (default 0.25)")
+    plan.add_argument("--rate", type=float, default=None, help="FLOP/s a cell sustains, as you measured it: GPU time from it instead of the roofline")
+    plan.add_argument("--csv", default=None, metavar="FILE", help="also write the plan, one row per cell with every column, to FILE")
     plan.add_argument("--gpu", default=None, help="GPU the roofline prices each phase on: H100, H200, A100, ... (default: resources.gpu_type where known, else H100)")
     plan.add_argument("--resources", nargs="+", default=None, metavar="KEY=VALUE", help="resource overrides, as for grid run")
     for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet"), ("watch", "a live table of the running cells")):
@@ -208,24 +208,28 @@ def _diagnose(runs_dir, full_dir, target: str, moderate: list | None = None) -> 
     print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=f3))
 
 # %% ../nbs/20_cli.ipynb #0a395a3c
-def _plan(grid, prompt_len, peak, mfu, resources, gpu=None) -> int:
+def _plan(grid, prompt_len, rate, resources, gpu=None, csv=None) -> int:
     "`race grid plan`: what each cell's budget buys, its estimated time against its time limit, and whether Slurm would accept the schedule."
-    from race_nb.grid import GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, plan_grid, preflight, roofline_summary, warning_summary
+    from race_nb.grid import (GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, model_summary, plan_grid, preflight,
+                              roofline_summary, warning_summary)
     g = load_grid(grid)
     try: checked = preflight(g)
     except GridError as e: checked = e  # said after the plan, which still prints where the configs it needs are readable
-    try: plan = plan_grid(g, prompt_len, peak, mfu, resources=resources, gpu=gpu)
+    try: plan = plan_grid(g, prompt_len, rate, resources=resources, gpu=gpu)
     except (OSError, ValueError) as e:
         print(f"race grid run would refuse this grid: {checked if isinstance(checked, GridError) else e}"); return 1
     print(format_plan(plan))
     if plan.cycles.isna().all():  # a user's notebook: what a cycle costs is known once it loads its model
         print(f"\n{len(plan)} cells of {g['template']}: the FLOPs per cycle come from the model the notebook loads, so the cycles a budget "
-              f"buys are known once it runs; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
-    else:
-        print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion "
-              f"length; {plan.gpu_hours.sum():.1f} GPU-hours in all at {plan.attrs['rate']}")
+              f"buys are known once it runs")
+    else: print(f"\n{len(plan)} cells; budgets buy {plan.cycles.min():.1f}-{plan.cycles.max():.1f} generation cycles at full completion length")
+    print(model_summary(plan))
+    if csv:
+        Path(csv).parent.mkdir(parents=True, exist_ok=True)
+        plan.to_csv(csv, index=False)
+        print(f"plan: {len(plan)} rows written to {csv}")
     multi = plan[plan.allocations > 1]
-    print(f"time limits: {plan.time_limit_min.min():.0f}-{plan.time_limit_min.max():.0f} min per allocation (estimates cover the budgeted FLOPs, not evaluation); "
+    print(f"time limits: {plan.time_limit_min.min():.0f}-{plan.time_limit_min.max():.0f} min per allocation (estimates: the GPU-hours above, evaluation included); "
           + (f"{len(multi)} cell(s) need more than one allocation and rely on checkpoints (up to {multi.allocations.max():g})" if len(multi)
              else "every cell fits in one allocation"))
     if (plan.gpus.fillna(0) == 0).all(): print("resources: no GPUs requested (set resources.gpus for a GPU cluster)")
@@ -271,7 +275,7 @@ def _pilot(args) -> int:
 def _grid_command(args) -> int:
     "`race grid run | plan | status | aggregate`; returns the exit status."
     from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
-    if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.peak, args.mfu, parse_resource_args(args.resources), args.gpu)
+    if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.rate, parse_resource_args(args.resources), args.gpu, args.csv)
     if args.grid_command == "run":
         root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
                         min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels, report_to=args.report_to)

@@ -15,8 +15,9 @@ from .core import check_positive, check_choice, shipped_path
 __all__ = ['ARMS', 'DEFAULT_ARM', 'REWARD_SYSTEMS', 'REWARD_KINDS', 'TRAINING_REWARDS', 'MODEL_REWARDS', 'RULE_REWARDS',
            'REWARD_TASKS', 'TARGETS', 'NO_SIGNAL_ENV', 'ON_NO_SIGNAL', 'NO_SIGNAL_STEPS', 'NO_SIGNAL_STEPS_ENV',
            'NO_SIGNAL_SHARE', 'CHECKPOINT_WINDOW_ENV', 'CELL_CHECKPOINT_ENV', 'OOM_RETRIES', 'TRACK_ENV', 'CELL_ID_ENV',
-           'TRACKERS', 'MIN_CYCLES_ENV', 'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'Arm', 'load_arms', 'reward_kind',
-           'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'CellConfig']
+           'TRACKERS', 'MIN_CYCLES_ENV', 'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'PREFILL_TOKENS', 'COMPACT_SHARE',
+           'Arm', 'load_arms', 'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry',
+           'CellConfig']
 
 # %% ../nbs/00a_config.ipynb #863bd2a4
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class ModelEntry:
     hub_id: str | None = None # Hugging Face hub id of the weights (None: trained locally)
     tokenizer: str = "char" # "char" (race_nb's tokenizer) or "hub" (the weights' own tokenizer)
     chat_template: str | None = None # "qwen-math": Qwen2.5-Math system prompt through the tokenizer's chat template; "auto": that when the tokenizer has a template; None: raw prompt
-    kind: str = "policy" # "policy" or "prm"
+    kind: str = "policy" # "policy", "prm" or "judge"
 
 MODELS = {e.name: e for e in [
     ModelEntry("tiny-s", "tiny-s"), ModelEntry("tiny-m", "tiny-m"), ModelEntry("tiny-l", "tiny-l"),
@@ -107,6 +108,7 @@ MODELS = {e.name: e for e in [
     ModelEntry("qwen2.5-7b", "qwen2.5-7b", "Qwen/Qwen2.5-7B", "hub", "qwen-math"),
     ModelEntry("qwen2.5-math-prm-7b", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-PRM-7B", "hub", None, "prm"),
     ModelEntry("qwen2.5-math-7b-prm800k", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-7B-PRM800K", "hub", None, "prm"), # same architecture
+    ModelEntry("skywork-reward-llama-3.1-8b", "skywork-reward-llama-3.1-8b", "Skywork/Skywork-Reward-Llama-3.1-8B-v0.2", "hub", None, "judge"), # the paper's common judge
 ]}
 TINY_POLICIES = ("tiny-s", "tiny-m", "tiny-l")
 
@@ -149,6 +151,7 @@ class CellConfig:
     max_steps: int = 100000 # safety cap; the budget stops training
     fast_generation: bool = True # sample rollouts with race_nb.fastgen where it reproduces trl's generate
     merge_generation: bool = False # fast generation from a copy with the adapter merged (fewer bytes per decode step; the copy is counted by the memory plan)
+    compact_generation: bool = True # fast generation drops finished rows from the batch at each host sync (False: every row runs to the end, with trl's draws)
     judge_settings: dict = field(default_factory=dict) # settings of the common judge (hf back-end at paper scale)
     micro_batches: int = 1 # gradient accumulation: micro-batches per generation batch (one optimizer step per pass)
     gradient_checkpointing: bool = False # recompute activations in backward (charged to learning)
@@ -162,6 +165,10 @@ class CellConfig:
     milestones: int = 8 # evaluate at every 1/milestones of the budget inside the run (greedy pass@1, charged to eval; 0: none)
     milestone_prompts: int = 256 # the first this many evaluation prompts of each set are scored at a milestone (a multiple of 128 pairs them with the final evaluation's batches)
 
+
+# %% ../nbs/00a_config.ipynb #ab7262fc
+PREFILL_TOKENS = 8192 # race_nb.fastgen prefills a generation call in chunks of rows of at most this many padded prompt tokens (its scores and MLP stay one chunk's)
+COMPACT_SHARE = 0.875 # at a host sync, fast generation drops finished rows when the unfinished are at most this share of the batch's rows
 
 # %% ../nbs/00a_config.ipynb #ee34c8ed
 @patch

@@ -181,7 +181,7 @@ def _write_trained(trainer, secs: float, resumed: list, out: Path) -> dict:
     write_atomic(out / "compute_card.txt", trainer.ledger.compute_card(title=f"compute card: {trainer.state.global_step} step(s)") + "\n")
     ck = next((c for c in trainer.callback_handler.callbacks if type(c).__name__ == "CheckpointCallback"), None)
     rec = dict(steps=trainer.state.global_step, train_seconds=secs, resumed_from=resumed, flops_total=trainer.ledger.total,
-               budget=trainer.ledger.budget, signal=trainer.signal_watch.summary(), time=time.time(),
+               budget=trainer.ledger.budget, signal=trainer.signal_watch.summary(), time=time.time(), generation=trainer.generation_path,
                longest_wait_seconds=ck.longest_wait if ck else None, checkpoint_window_seconds=ck.window if ck else None)
     write_json(out / TRAINED, rec)
     return rec

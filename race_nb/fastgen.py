@@ -5,15 +5,17 @@
 # %% ../nbs/03a_fastgen.ipynb #b8837c0f
 from __future__ import annotations
 import logging
+from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
+from .config import COMPACT_SHARE, PREFILL_TOKENS
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'FAST_DTYPES', 'fast_unsupported', 'FastDecoder', 'cuda_capture', 'eager_capture', 'StepGraphs',
-           'fast_generate', 'chunked_with_retry', 'rollouts']
+__all__ = ['log', 'FAST_DTYPES', 'MERGE_LOSS_LIMIT', 'fast_unsupported', 'FastDecoder', 'cuda_capture', 'eager_capture',
+           'StepGraphs', 'dispatch_mode_active', 'fast_generate', 'chunked_with_retry', 'GenCall', 'rollouts']
 
 # %% ../nbs/03a_fastgen.ipynb #d271c52a
 def _lora_parts(mod) -> tuple:
@@ -60,16 +62,23 @@ def fast_unsupported(model, **gen) -> str | None:
     return None
 
 # %% ../nbs/03a_fastgen.ipynb #c1ede804
+MERGE_LOSS_LIMIT = 0.01 # merged generation is refused (the adapter applied unmerged) when rounding the merged weights loses more of the adapter's output than this share
+
 class _Linear:
     "Linear layers sharing an input: base weights read in place (or fused into one copy), a LoRA adapter unmerged in the weights' dtype or merged into a copy."
     def __init__(self, mods, fuse: bool = False, merge: bool = False):
-        ws, bs, self.loras, self.merge_flops = [], [], [], 0
+        ws, bs, self.loras, self.merge_flops, self.lost, self.adapter = [], [], [], 0, 0., 0.
         for base, lo in (_lora_parts(m) for m in mods):
             w = base.weight
             if lo and merge:  # W + s B A, in float32, rounded once into a new tensor: the model's own weight is untouched
                 (a, b, s), = lo
-                w, lo = torch.addmm(w.float(), b.float(), a.float(), alpha=s).to(w.dtype), []
+                full = torch.addmm(w.float(), b.float(), a.float(), alpha=s)
+                w, lo = full.to(w.dtype), []
                 self.merge_flops += 2 * a.shape[0] * a.shape[1] * b.shape[0]
+                # what the rounding loses of the adapter's update s B A (squared Frobenius norms: its output's share for isotropic inputs)
+                self.lost += float(torch.linalg.vector_norm(w.float() - full) ** 2)
+                self.adapter += float(torch.linalg.vector_norm(full - base.weight.float()) ** 2)
+                del full
             ws.append(w); bs.append(base.bias)
             self.loras.append([(a.to(w.dtype), b.to(w.dtype), s) for a, b, s in lo])
         self.sizes = [w.shape[0] for w in ws]
@@ -105,11 +114,12 @@ def _rotate(x, cos, sin):
 
 # %% ../nbs/03a_fastgen.ipynb #d782f237
 class FastDecoder:
-    "Plain-tensor Qwen2 decoder over `model`'s weights (LoRA unmerged, or merged into a generation copy), with a preallocated KV cache."
+    "Plain-tensor Qwen2 decoder over `model`'s weights (LoRA unmerged, or merged into a generation copy unless its rounding loses more than MERGE_LOSS_LIMIT of the adapter), with a preallocated KV cache."
     def __init__(self, model,
                  checked: bool = False, # the caller already ran `fast_unsupported` on `model`
                  merge: bool = False, # merge the adapter into a copy of the targeted weights (fewer bytes per step, + their memory)
                  fuse: bool | None = None, # one matmul per group of layers sharing an input (a copy); None: on CPU only
+                 attention: str = "matmul", # decode attention: "matmul" (the mask added inside the scores' matmul) or "sdpa" (a KV head's query heads as SDPA's query positions)
                 ):
         why = None if checked else fast_unsupported(model)
         if why: raise ValueError(f"fast generation does not support this model: {why}; use transformers' generate")
@@ -120,13 +130,26 @@ class FastDecoder:
         self.scaling = self.hd ** -0.5
         self.embed, self.norm = core.embed_tokens.weight, core.norm.weight
         fuse = self.embed.device.type == "cpu" if fuse is None else fuse
+        if attention not in ("matmul", "sdpa"): raise ValueError(f"attention must be 'matmul' or 'sdpa', got {attention!r}")
+        self.rotary, self.merge_refused, self.attention = core.rotary_emb, None, attention
+        self._build(m, core, fuse, merge)
+        if merge and self.merge_lost > MERGE_LOSS_LIMIT:  # the merged copy would sample from another policy: apply the adapter unmerged
+            self.merge_refused = (f"rounding the merged weights to {str(self.embed.dtype).replace('torch.', '')} loses {self.merge_lost:.1%} of the "
+                                  f"adapter's output (limit {MERGE_LOSS_LIMIT:.0%})")
+            spent, lost = self.merge_flops, self.merge_lost  # the merge ran before it was refused
+            self._build(m, core, fuse, False)
+            self.merge_flops, self.merge_lost = spent, lost
+
+    def _build(self, m, core, fuse: bool, merge: bool):
         lin = lambda *mods: _Linear(mods, fuse, merge)
         self.head = lin(m.lm_head)
-        self.rotary = core.rotary_emb
         self.layers = [dict(ln1=l.input_layernorm.weight, ln2=l.post_attention_layernorm.weight,
                             qkv=lin(l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj), o=lin(l.self_attn.o_proj),
                             gu=lin(l.mlp.gate_proj, l.mlp.up_proj), down=lin(l.mlp.down_proj)) for l in core.layers]
-        self.merge_flops = self.head.merge_flops + sum(v.merge_flops for L in self.layers for v in L.values() if isinstance(v, _Linear))
+        lins = [self.head] + [v for L in self.layers for v in L.values() if isinstance(v, _Linear)]
+        self.merge_flops, self.merged = sum(v.merge_flops for v in lins), merge
+        adapter = sum(v.adapter for v in lins)
+        self.merge_lost = (sum(v.lost for v in lins) / adapter) ** 0.5 if adapter > 0 else 0.  # share of the adapter's update lost to rounding
 
     def new_cache(self, batch: int, length: int, zeroed: bool = False) -> list:
         "A (K, V) pair per layer, [batch, kv heads, length, head dim] each, in the weights' dtype; `zeroed` where steps read past the filled length (graphs: masked keys must not hold NaN)."
@@ -138,34 +161,68 @@ class FastDecoder:
         cos, sin = self.rotary(self.embed, torch.arange(positions, device=self.embed.device)[None])
         return cos[0], sin[0]
 
-    def run(self, ids, pos, wpos, read: int, rope, caches, bias) -> torch.Tensor:
-        "Logits [B, vocab] at the last of `ids` [B, S] (positions `pos`), K/V written at cache positions `wpos` [S], keys read up to `read`."
+    def run(self, ids, pos, wpos, read: int, rope, caches, bias, shared=None) -> torch.Tensor:
+        """Logits [B, vocab] at the last of `ids` [B, S] (positions `pos`), K/V written at cache positions `wpos` [S], keys read
+        up to `read`. `shared` (a decode step of rows whose prompts are stored once per group): per layer the group's prompt
+        cache, with its mask, each row's slot in the group grid, the groups and the grid's width; `caches` then hold the completions."""
         x = F.embedding(ids, self.embed)
         cos, sin = rope[0][pos].unsqueeze(1), rope[1][pos].unsqueeze(1)
-        for L, (kc, vc) in zip(self.layers, caches): x = self._block(x, L, cos, sin, kc, vc, wpos, read, bias)
+        for j, (L, (kc, vc)) in enumerate(zip(self.layers, caches)):
+            x = self._block(x, L, cos, sin, kc, vc, wpos, read, bias, None if shared is None else (shared[0][j], *shared[1:]))
         return self.head(_rms(x[:, -1], self.norm, self.eps))[0]
 
 # %% ../nbs/03a_fastgen.ipynb #b1e49d4d
 @patch
-def _block(self: FastDecoder, x, L, cos, sin, k_cache, v_cache, wpos, read, bias):
-    "One decoder layer on x [B, S, d] whose tokens are written at cache positions `wpos`, attending to the first `read` keys."
+def _block(self: FastDecoder, x, L, cos, sin, k_cache, v_cache, wpos, read, bias, shared=None):
+    "One decoder layer on x [B, S, d] whose tokens are written at cache positions `wpos`, attending to the first `read` keys; each intermediate freed once the next op has read it (a prefill's scores never live beside its MLP)."
     B, S, d = x.shape
     H, KV, hd = self.H, self.KV, self.hd
     q, k, v = L["qkv"](_rms(x, L["ln1"], self.eps).reshape(B * S, d))
     qk = _rotate(torch.cat([q, k], -1).view(B, S, H + KV, hd).transpose(1, 2), cos, sin)  # RoPE on q and k at once
+    del q, k
     k_cache.index_copy_(2, wpos, qk[:, H:])
     v_cache.index_copy_(2, wpos, v.view(B, S, KV, hd).transpose(1, 2))
+    del v
     K, V = k_cache[:, :, :read], v_cache[:, :, :read]
     q = (qk[:, :H] * self.scaling).reshape(B, KV, (H // KV) * S, hd)  # query heads grouped under their shared key head
-    if S == 1:  # decode: the mask [B, KV, 1, T] added by the matmul itself, so the scores are written once
-        att = torch.baddbmm(bias[..., :read].reshape(B * KV, 1, read), q.view(B * KV, H // KV, hd),
-                            K.reshape(B * KV, read, hd).transpose(1, 2)).view(B, KV, H // KV, read)
-    else: att = torch.matmul(q, K.transpose(2, 3)).add_(bias[..., :read])
-    o = torch.matmul(F.softmax(att, dim=-1), V)
+    del qk
+    if shared is not None: o = _attend_shared(q, K, V, bias[..., :read], *shared)
+    else:
+        if S == 1 and self.attention == "sdpa":  # a KV head's query heads as SDPA's query positions: no K/V repeat, no mask-forced fallback
+            att = None
+            o = F.scaled_dot_product_attention(q, K, V, attn_mask=bias[..., :read], scale=1.0)  # q is scaled already
+        elif S == 1:  # decode: the mask [B, KV, 1, T] added by the matmul itself, so the scores are written once
+            att = torch.baddbmm(bias[..., :read].reshape(B * KV, 1, read), q.view(B * KV, H // KV, hd),
+                                K.reshape(B * KV, read, hd).transpose(1, 2)).view(B, KV, H // KV, read)
+        else: att = torch.matmul(q, K.transpose(2, 3)).add_(bias[..., :read])
+        del q
+        if att is not None: o = torch.matmul(F.softmax(att, dim=-1), V)
+        del att
     o = o.view(B, H, S, hd).transpose(1, 2).reshape(B * S, H * hd)
     x = x + L["o"](o)[0].view(B, S, d)
+    del o
     g, u = L["gu"](_rms(x, L["ln2"], self.eps).reshape(B * S, d))
-    return x + L["down"](F.silu(g) * u)[0].view(B, S, d)
+    return x + L["down"](F.silu(g).mul_(u))[0].view(B, S, d)
+
+
+def _attend_shared(q, K, V, bias, prefix, pbias, slots, groups: int, width: int):
+    """Decode attention of rows whose prompts are stored once per group: q [B, KV, G, hd]; K, V [B, KV, s, hd] each row's
+    completion so far (`bias` [B, KV, 1, s] masks what is not yet written); `prefix` (Kp, Vp) [groups, KV, P, hd] each group's
+    prompt, `pbias` [groups, 1, 1, P] its pads. The prefix scores of all of a group's rows come from one read of its prompt
+    (the rows laid out in a [groups, width] grid at `slots`), the completion's per row; the two softmaxes are merged by
+    their log-sum-exp: o = o_p w + o_s (1 - w), w = sigmoid(lse_p - lse_s)."""
+    B, KV, G, hd = q.shape
+    s = K.shape[2]
+    a_s = torch.baddbmm(bias.reshape(B * KV, 1, s), q.reshape(B * KV, G, hd), K.reshape(B * KV, s, hd).transpose(1, 2)).view(B, KV, G, s)
+    lse_s, o_s = torch.logsumexp(a_s.float(), -1), torch.matmul(F.softmax(a_s, dim=-1), V)
+    del a_s
+    grid = q.new_zeros(groups * width, KV, G, hd).index_copy_(0, slots, q).view(groups, width, KV, G, hd).transpose(1, 2).reshape(groups, KV, width * G, hd)
+    a_p = torch.matmul(grid, prefix[0].transpose(2, 3)).add_(pbias)
+    lse_p, o_p = torch.logsumexp(a_p.float(), -1), torch.matmul(F.softmax(a_p, dim=-1), prefix[1])
+    del a_p, grid
+    back = lambda t: t.view(groups, KV, width, G, *t.shape[3:]).transpose(1, 2).reshape(groups * width, KV, G, *t.shape[3:]).index_select(0, slots)
+    w = torch.sigmoid(back(lse_p) - lse_s).unsqueeze(-1)
+    return torch.lerp(o_s.float(), back(o_p).float(), w).to(q.dtype)
 
 # %% ../nbs/03a_fastgen.ipynb #ace46b5b
 def _prefill_bias(mask: torch.Tensor, groups: int, dtype) -> torch.Tensor:
@@ -204,6 +261,15 @@ class StepGraphs:
         self.step, self.capture, self.bucket, self.graphs, self.failed = step, capture, bucket, {}, None
         self.pool = torch.cuda.graph_pool_handle() if capture is cuda_capture else None
 
+    @property
+    def status(self) -> str:
+        "'captured' (steps replayed), or why capture failed (steps ran eagerly)."
+        return f"failed: {self.failed}" if self.failed else "captured"
+
+    def reset(self):
+        "Forget the captured steps (the batch's rows changed: their static buffers and cache views are stale)."
+        self.graphs.clear()
+
     def read_len(self, filled: int, length: int) -> int:
         "Keys a step reads: the filled length rounded up to the bucket, within the cache's `length`."
         return filled if self.failed else min(length, -(-filled // self.bucket) * self.bucket)
@@ -217,6 +283,7 @@ class StepGraphs:
             return replay()
         static = [ids.clone(), pos.clone(), wpos.clone()]
         try: out, replay = self.capture(lambda: self.step(*static, read), self.pool)
+        except torch.cuda.OutOfMemoryError: raise  # out of memory is out of memory (the caller halves its chunk), not a failed capture
         except RuntimeError as e:  # a capture that fails is not the end of the call: the step runs eagerly from here on
             self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             if self.failed not in _SAID:  # once per process (a cell's log), not once per generation call
@@ -227,6 +294,18 @@ class StepGraphs:
         return out
 
 # %% ../nbs/03a_fastgen.ipynb #eb55f04c
+def dispatch_mode_active() -> bool:
+    "Whether a TorchDispatchMode (FlopCounterMode, FakeTensorMode, a memory tracker) sees every op: CUDA graph replays would hide them from it."
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return _get_current_dispatch_mode() is not None
+
+def _grid(gid: list[int]) -> tuple[list[int], int]:
+    "Each row's slot in a [groups, width] grid of its group's rows, and the width (the largest group)."
+    seen, slots = {}, []
+    for g in gid: slots.append(seen.setdefault(g, [0])[0]); seen[g][0] += 1
+    width = max(c for c, in seen.values())
+    return [g * width + r for g, r in zip(gid, slots)], width
+
 @torch.no_grad()
 def fast_generate(model, input_ids: torch.Tensor, # [B, P] left-padded prompt ids
                   attention_mask: torch.Tensor | None = None, # [B, P] 1 for real tokens (default: all)
@@ -236,47 +315,104 @@ def fast_generate(model, input_ids: torch.Tensor, # [B, P] left-padded prompt id
                   do_sample: bool = False, # sample (else greedy argmax)
                   temperature: float = 1.0, # sampling temperature
                   checked: bool = False, # the caller already ran `fast_unsupported` (skips a walk over the modules per call)
-                  merge: bool = False, # merge the LoRA adapter into a generation copy (the model is never written)
-                  graphs: bool | None = None, # capture the decode step as CUDA graphs (None: on CUDA)
-                  check_every: int | None = None, # tokens between reads of "has every row finished?" (a host sync each; None: 8 on CUDA, 1 elsewhere)
-                  info: dict | None = None, # filled with tokens (run per row), merge_flops, graphs (None, or why capture failed)
+                  merge: bool = False, # merge the LoRA adapter into a generation copy (the model is never written; refused above MERGE_LOSS_LIMIT)
+                  graphs: bool | None = None, # capture the decode step as CUDA graphs (None: on CUDA; always off under a TorchDispatchMode)
+                  check_every: int | None = None, # tokens between reads of "how many rows are unfinished?" (a host sync each; None: 8 on CUDA, 1 elsewhere)
+                  compact: bool = True, # finished rows leave the batch at a host sync (False: every row runs to the end, the draws of 🤗 `generate`)
+                  groups: list[int] | None = None, # each row's prompt group (rows of a group have the same prompt, stored and read once per group); None: no sharing
+                  info: dict | None = None, # filled with tokens, steps [(rows, row-key pairs scored)], prefill_rows, merge_flops, merge, graphs
                   capture=None, # graph capture function (default `cuda_capture`; tests pass `eager_capture`)
+                  fuse: bool | None = None, # FastDecoder's fused weight copies (None: on CPU only; memory traces pass False, the CUDA layout)
                  ) -> torch.Tensor:
     "Prompt + completion ids [B, P + C], as transformers' `generate` returns them, for a Qwen2-family model."
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if do_sample and not temperature > 0: raise ValueError(f"temperature must be > 0 when sampling, got {temperature}")
     check_every = check_every or (8 if input_ids.device.type == "cuda" else 1)
     if check_every < 1: raise ValueError(f"check_every must be >= 1, got {check_every}")
-    dec = FastDecoder(model, checked, merge=merge)
     B, P = input_ids.shape
-    T, dev, dtype = P + max_new_tokens, input_ids.device, dec.embed.dtype
-    graphs = (dev.type == "cuda") if graphs is None else graphs
-    steps = StepGraphs(lambda *a: dec.run(*a, rope, caches, bias), capture or cuda_capture) if graphs else None
+    if groups is not None and len(groups) != B: raise ValueError(f"groups must give one group per row ({B}), got {len(groups)}")
+    dec = FastDecoder(model, checked, merge=merge, fuse=fuse)
+    T, C, dev, dtype = P + max_new_tokens, max_new_tokens, input_ids.device, dec.embed.dtype
+    asked = (dev.type == "cuda") if graphs is None else graphs
+    graphs = asked and not dispatch_mode_active()  # a FLOP count or a trace sees what runs: no replays hidden from it
+    if dec.merge_refused and dec.merge_refused not in _SAID:
+        _SAID.add(dec.merge_refused)
+        log.warning("merged generation refused (%s): the adapter is applied unmerged", dec.merge_refused)
     mask = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
     eos = torch.tensor([] if eos_token_id is None else ([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)), device=dev)
-    caches, rope = dec.new_cache(B, T, zeroed=bool(graphs)), dec.rope(T)  # a masked key's weight is 0, and 0 x NaN would not be
     pos = (mask.long().cumsum(1) - 1).masked_fill_(~mask, 1)
-    logits = dec.run(input_ids, pos, torch.arange(P, device=dev), P, rope, caches, _prefill_bias(mask, dec.H // dec.KV, dtype))
-    bias = torch.zeros(B, dec.KV, 1, T, dtype=dtype, device=dev)  # per KV head (a view for baddbmm)
-    bias[:, :, 0, :P].masked_fill_(~mask[:, None], torch.finfo(dtype).min)
-    if graphs: bias[..., P:] = torch.finfo(dtype).min  # graphs read keys past the filled length: unwritten ones masked until written
+    rope, neg = dec.rope(T), torch.finfo(dtype).min
+    if groups is not None:  # the prompt's cache once per group, the completions' per row
+        firsts, order = [], {}  # the first row of each group, and each group's index
+        for r, g in enumerate(groups):
+            if g not in order: order[g] = len(firsts); firsts.append(r)
+        gid, U = [order[g] for g in groups], len(firsts)
+        fidx = torch.tensor(firsts, device=dev)
+        prefix, caches = dec.new_cache(U, P), dec.new_cache(B, C, zeroed=bool(graphs))
+        pbias = torch.zeros(U, 1, 1, P, dtype=dtype, device=dev).masked_fill_(~mask[fidx][:, None, None], neg)
+        bias = torch.zeros(B, dec.KV, 1, C, dtype=dtype, device=dev)
+        if graphs: bias.fill_(neg)  # completion keys masked until written
+        slots, width = _grid(gid)
+        slots, gids = torch.tensor(slots, device=dev), torch.tensor(gid, device=dev)
+        pre_ids, pre_pos, pre_mask, pre_caches = input_ids[fidx], pos[fidx], mask[fidx], prefix
+    else:
+        U, caches = B, dec.new_cache(B, T, zeroed=bool(graphs))  # a masked key's weight is 0, and 0 x NaN would not be
+        bias = torch.zeros(B, dec.KV, 1, T, dtype=dtype, device=dev)  # per KV head (a view for baddbmm)
+        bias[:, :, 0, :P].masked_fill_(~mask[:, None], neg)
+        if graphs: bias[..., P:] = neg  # graphs read keys past the filled length: unwritten ones masked until written
+        pre_ids, pre_pos, pre_mask, pre_caches = input_ids, pos, mask, caches
+    rows = max(1, PREFILL_TOKENS // P)  # the prefill in chunks of rows, each writing its rows of the cache
+    logits = torch.cat([dec.run(pre_ids[r:r + rows], pre_pos[r:r + rows], torch.arange(P, device=dev), P, rope,
+                                [(k[r:r + rows], v[r:r + rows]) for k, v in pre_caches], _prefill_bias(pre_mask[r:r + rows], dec.H // dec.KV, dtype))
+                        for r in range(0, U, rows)])
+    if groups is not None:
+        logits = logits[gids]
+        step = lambda ids, p_, w, read: dec.run(ids, p_, w - P, read - P, rope, caches, bias, (prefix, pbias, slots, U, width))
+    else: step = lambda ids, p_, w, read: dec.run(ids, p_, w, read, rope, caches, bias)
+    steps = StepGraphs(lambda *a: step(*a), capture or cuda_capture) if graphs else None
     pos, wpos = pos[:, -1:].clone(), torch.tensor([P - 1], device=dev)
-    unfinished, out, alive = torch.ones(B, dtype=torch.bool, device=dev), [], []
+    unfinished, alive, ran = torch.ones(B, dtype=torch.bool, device=dev), [], []
+    out = torch.full((B, max_new_tokens), pad_token_id, dtype=input_ids.dtype, device=dev)
+    where, n = torch.arange(B, device=dev), B  # the original row of each row still in the batch, and their number
     for i in range(max_new_tokens):
         scores = logits.float()
         nxt = torch.multinomial(F.softmax(scores / temperature, dim=-1), 1).squeeze(1) if do_sample else scores.argmax(-1)
         if check_every > 1: alive.append(unfinished.any())  # which columns 🤗 would return (read once, at the end)
         nxt = torch.where(unfinished, nxt, torch.full_like(nxt, pad_token_id))
-        out.append(nxt)
+        if n < B: out[:, i].index_copy_(0, where, nxt)
+        else: out[:, i] = nxt
         unfinished &= ~torch.isin(nxt, eos)
-        if i == max_new_tokens - 1 or ((i + 1) % check_every == 0 and not bool(unfinished.any())): break
+        if i == max_new_tokens - 1: break
+        if (i + 1) % check_every == 0 and len(eos):
+            left = int(unfinished.sum())  # the host sync
+            if not left: break
+            if compact and left <= COMPACT_SHARE * n:  # finished rows leave: the cache's first `left` rows become the unfinished ones
+                keep = unfinished.nonzero().squeeze(1)
+                filled = i + 1 if groups is not None else P + i + 1
+                for c in (c for kv in caches for c in kv): c[:left, :, :filled] = c[:, :, :filled].index_select(0, keep)
+                caches = [(k[:left], v[:left]) for k, v in caches]
+                bias, pos, nxt, where, unfinished, n = bias[keep], pos[keep], nxt[keep], where[keep], unfinished[keep], left
+                if groups is not None:  # and the groups that still have a row, at the front of the prompts' cache
+                    kept = gids[keep].tolist()
+                    live = sorted(set(kept))
+                    back = torch.tensor(live, device=dev)
+                    for c in (c for kv in prefix for c in kv): c[:len(live)] = c.index_select(0, back)
+                    prefix, pbias, U = [(k[:len(live)], v[:len(live)]) for k, v in prefix], pbias[back], len(live)
+                    gid = [live.index(g) for g in kept]
+                    slots, width = _grid(gid)
+                    slots, gids = torch.tensor(slots, device=dev), torch.tensor(gid, device=dev)
+                if steps: steps.reset()
         pos += 1; wpos += 1
-        if graphs: bias[..., P + i] = 0
+        if graphs: bias[..., (i if groups is not None else P + i)] = 0
         read = steps.read_len(P + i + 1, T) if steps else P + i + 1
-        logits = (steps or (lambda *a: dec.run(*a, rope, caches, bias)))(nxt[:, None], pos, wpos, read)
-    keep = int(torch.stack(alive).sum()) if alive else len(out)  # tokens produced while some row was unfinished: what 🤗 generate returns
-    if info is not None: info.update(tokens=len(out), merge_flops=dec.merge_flops, graphs=steps.failed if steps else "off")
-    return torch.cat([input_ids, torch.stack(out[:keep], 1)], 1)
+        ran.append((n, n * read if groups is None else n * (read - P) + U * width * P))
+        logits = (steps or step)(nxt[:, None], pos, wpos, read)
+    keep = int(torch.stack(alive).sum()) if alive else i + 1  # tokens produced while some row was unfinished: what 🤗 generate returns
+    if info is not None:
+        info.update(tokens=i + 1, steps=ran, prefill_rows=len(pre_ids), merge_flops=dec.merge_flops,
+                    merge=("merged" if dec.merged else f"refused: {dec.merge_refused}" if dec.merge_refused else "off"),
+                    graphs=steps.status if steps else "off: a TorchDispatchMode is active" if asked else "off")
+    return torch.cat([input_ids, out[:, :keep]], 1)
 
 # %% ../nbs/03a_fastgen.ipynb #ba03e5f8
 def chunked_with_retry(items: list, chunk: int | None, # the parts' size (None: all at once)
@@ -298,20 +434,33 @@ def chunked_with_retry(items: list, chunk: int | None, # the parts' size (None: 
             if torch.cuda.is_available(): torch.cuda.empty_cache()
 
 # %% ../nbs/03a_fastgen.ipynb #519ca8e7
+class GenCall(NamedTuple):
+    "One generation call as the ledger charges it."
+    rows: int # rollouts generated
+    prompt_len: int # padded prompt tokens
+    tokens: int # tokens sampled per row (the steps the call ran, + 1)
+    merge_flops: float # FLOPs of merging the adapter into a generation copy (0: not merged)
+    steps: tuple | None = None # (rows, row-key pairs scored) of each decode step; None: every row ran every step, reading the filled length
+    prefill_rows: int | None = None # rows the prefill ran (the prompt groups where they are stored once); None: `rows`
+    graphs: str = "off" # "captured", "failed: why", "off" or "off: why"
+    merge: str = "off" # "merged", "refused: why" or "off"
+
 def rollouts(model, prompt_ids: list[list[int]], # unpadded prompt ids
              pad_id: int, eos_ids: list[int], max_new_tokens: int, temperature: float,
-             calls: list, # each call's (rows, padded prompt, tokens run, merge FLOPs) is appended here, for the ledger
+             calls: list, # each call's `GenCall` is appended here, for the ledger
              merge: bool = False, # merge the adapter into a generation copy
+             compact: bool = True, # finished rows leave the batch and each group's prompt is stored once (False: 🤗 generate's draws, every row to the end)
             ) -> list[list[int]]:
     "Sampled completion ids of `prompt_ids` (each cut after its first EOS), as trl's generation returns them, by `fast_generate`."
     dev = next(model.parameters()).device
     P = max(map(len, prompt_ids))
     ids = torch.tensor([[pad_id] * (P - len(p)) + list(p) for p in prompt_ids], device=dev)
     mask = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompt_ids], device=dev)
-    info = {}
+    info, seen = {}, {}
+    groups = [seen.setdefault(tuple(p), len(seen)) for p in prompt_ids] if compact else None  # trl repeats each prompt for its group
     out = fast_generate(model, ids, mask, max_new_tokens=max_new_tokens, eos_token_id=list(eos_ids), pad_token_id=pad_id,
-                        do_sample=True, temperature=temperature, checked=True, merge=merge, info=info)
-    calls.append((len(prompt_ids), P, info["tokens"], info["merge_flops"]))
+                        do_sample=True, temperature=temperature, checked=True, merge=merge, compact=compact, groups=groups, info=info)
+    calls.append(GenCall(len(prompt_ids), P, info["tokens"], info["merge_flops"], tuple(info["steps"]), info["prefill_rows"], info["graphs"], info["merge"]))
     eos, comps = set(eos_ids), []
     for row in out[:, P:].tolist():
         end = next((i for i, t in enumerate(row) if t in eos), len(row) - 1)

@@ -234,11 +234,20 @@ def generate(self: ModelFlops,
               prompt_len: int, # padded prompt length
               new_tokens: int, # tokens generated per sequence (the padded completion length)
               adapter: bool = True, # include the LoRA adapter (False: generation from a merged copy, or with the adapter disabled)
+              steps=None, # (rows, row-key pairs scored) of each of the `new_tokens - 1` decode steps as they ran (finished rows gone, keys rounded up, prompts shared); None: every row, every step, the filled length
+              prefill_rows: int | None = None, # rows the prefill ran (prompts stored once per group: the groups); None: `batch`
              ) -> float:
     "FLOPs of KV-cached generation: a prefill with logits at the last position, then `new_tokens - 1` single-token steps."
     b = check_positive("batch", batch, integer=True)
     p = check_positive("prompt_len", prompt_len, integer=True)
     t = check_positive("new_tokens", new_tokens, integer=True)
+    if prefill_rows is not None and steps is None: raise ValueError("prefill_rows needs the steps as they ran (steps=)")
+    if steps is not None:
+        if len(steps) != t - 1: raise ValueError(f"steps must list the {t - 1} decode steps of {t} new tokens, got {len(steps)}")
+        rows = sum(r for r, _ in steps)
+        keys = sum(k for _, k in steps)  # (query row, key) pairs scored, over every step
+        return self.forward(prefill_rows or b, p, logits="last", adapter=adapter) + self.layers * (rows * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * keys) \
+               + rows * self._head_per_position()
     steps = t - 1 # decoding steps after the prefill
     ctx = steps * p + steps * (steps + 1) / 2 # sum of key lengths over the steps
     decode = b * (self.layers * (steps * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * ctx)

@@ -14,7 +14,7 @@ from .contract import CELL_DIR_ENV, FLOP_CHECK_ENV, cell_mismatches
 from .config import Arm, CELL_CHECKPOINT_ENV, MIN_CYCLES_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, OOM_RETRIES, CellConfig
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
-from .fastgen import chunked_with_retry, rollouts
+from .fastgen import GenCall, chunked_with_retry, rollouts
 from .roofline import GPUS
 from .checkpoint import (CHECKPOINT_REQUEST, ROLLOUT_BUFFER, SIGNAL_HISTORY, STOP_NOTED, CellInterrupted, CheckpointCallback,
                                 LedgerCheckpointCallback, mid_cycle, note_stop_signals)
@@ -140,6 +140,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
                  no_signal_steps: int | None = None, # optimizer steps in a row without a group of non-zero advantage (None: the grid's, else 16)
                  generation_chunk: int | None = None, # rollouts per generate call (None: the whole generation batch at once; vLLM: ignored)
                  merge_generation: bool = False, # fast generation from a copy with the LoRA adapter merged (fewer bytes per step; + the copy's memory)
+                 compact_generation: bool = True, # fast generation drops finished rows from the batch (False: every row to the end, trl's draws)
                  **kwargs):
         ledger = _trainer_ledger(budget, ledger)
         track = tracking_args(kwargs["args"] if "args" in kwargs else args[2]) if "args" in kwargs or len(args) > 2 else None
@@ -151,7 +152,7 @@ class LedgerGRPOTrainer(GRPOTrainer):
         if fast_generation and self.fast_reason: logger.info("fast generation off (%s): using trl's generate", self.fast_reason)
         self.keep = keep or self.num_generations
         self.generation_chunk = check_positive("generation_chunk", generation_chunk, integer=True) if generation_chunk is not None else None
-        self.merge_generation = merge_generation
+        self.merge_generation, self.compact_generation, self.generation_path = merge_generation, compact_generation, {}
         if not 2 <= self.keep <= self.num_generations:
             raise ValueError(f"keep must lie in [2, num_generations={self.num_generations}], got {self.keep}")
         if self.keep < self.num_generations and self.accelerator.num_processes > 1:
@@ -178,13 +179,14 @@ def _generate_single_turn(self: LedgerGRPOTrainer, prompt_ids, images, multimoda
     if self.use_vllm or images is not None or multimodal_fields or (trl_path and not self.generation_chunk):
         self._gen_calls = None  # one call: the ledger reads its shape from the rollouts
         return GRPOTrainer._generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-    self._gen_calls = []  # (rows, padded prompt, tokens run, merge FLOPs) of each call, those of a cycle cut short by an OOM included
+    self._gen_calls = []  # the `GenCall` of each call, those of a cycle cut short by an OOM included
     def call(part):
         if not trl_path:
             return rollouts(self.accelerator.unwrap_model(self.model), part, self._tokenizer.pad_token_id, list(self.eos_token_ids),
-                            self.max_completion_length, self.temperature, self._gen_calls, merge=self.merge_generation)
+                            self.max_completion_length, self.temperature, self._gen_calls, merge=self.merge_generation,
+                            compact=self.compact_generation)
         comps, _ = GRPOTrainer._generate_single_turn(self, part, None, None, num_generations, has_tool_images)
-        self._gen_calls.append((len(comps), max(map(len, part)), max(map(len, comps)), 0.0))
+        self._gen_calls.append(GenCall(len(comps), max(map(len, part)), max(map(len, comps)), 0.0))
         return comps
     comps, self.generation_chunk = chunked_with_retry(prompt_ids, self.generation_chunk, call, OOM_RETRIES)
     return comps, None
@@ -209,15 +211,30 @@ def _note_signal(self: LedgerGRPOTrainer) -> None:
 
 # %% ../nbs/05_grpo.ipynb #6d52abf5
 @patch
+def _note_generation_path(self: LedgerGRPOTrainer, calls: list) -> dict:
+    "How the last generation batch ran (path, graphs, merge), kept in `generation_path` for trained.json and said in the log when it changes."
+    fast = not self.fast_reason and not self.use_vllm
+    path = dict(path="vllm" if self.use_vllm else "fast" if fast else f"trl ({self.fast_reason})",
+                graphs=sorted({c.graphs for c in calls}) if fast else None, merge=sorted({c.merge for c in calls}) if fast else None,
+                compact=self.compact_generation if fast else None)
+    if path != self.generation_path:
+        logger.info("generation: %s", ", ".join(f"{k} {v if not isinstance(v, list) else '/'.join(v)}" for k, v in path.items() if v is not None))
+    self.generation_path = path
+    return path
+
+@patch
 def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: float = 0.0):
     "Charge the generation and the no-grad log-prob forwards of one generation batch."
     pm, cm, mf, step = out["prompt_mask"], out["completion_mask"], self.policy_flops, self.state.global_step
     (B, P), C = pm.shape, out["completion_ids"].shape[1]
     plen, clen = pm.sum(1).tolist(), (out["completion_ids"] != self._tokenizer.pad_token_id).sum(1).tolist()
     useful = sum(mf.generate(1, p, max(c, 1)) for p, c in zip(plen, clen))
-    calls = getattr(self, "_gen_calls", None) or [(B, P, C, 0.0)]  # each call at its own padded shape and the tokens it ran
-    executed = sum(mf.generate(b, p, c, adapter=not merge) + merge for b, p, c, merge in calls)  # merged: base model + the merge
-    self.ledger.record(step, "search", "generate", executed, tokens=sum(b * (p + c) for b, p, c, _ in calls), seconds=getattr(self, "_gen_seconds", 0.0),
+    calls = getattr(self, "_gen_calls", None) or [GenCall(B, P, C, 0.0)]  # each call at its own padded shape and the steps it ran
+    executed = sum(mf.generate(c.rows, c.prompt_len, c.tokens, adapter=c.merge != "merged", steps=c.steps, prefill_rows=c.prefill_rows) + c.merge_flops
+                   for c in calls)  # merged: base model + the merge
+    tokens = sum((c.prefill_rows or c.rows) * c.prompt_len + (sum(r for r, _ in c.steps) + c.rows if c.steps is not None else c.rows * c.tokens) for c in calls)
+    self._note_generation_path(calls)
+    self.ledger.record(step, "search", "generate", executed, tokens=tokens, seconds=getattr(self, "_gen_seconds", 0.0),
                        useful_flops=min(useful, executed), useful_tokens=int(sum(plen) + sum(clen)))
     hp = self._head_positions(B, P + C, cm)
     ran = [k for k in ("old", "ref") if f"{k}_per_token_logps" in out]

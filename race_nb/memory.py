@@ -5,14 +5,15 @@
 # %% ../nbs/04c_memory.ipynb #26084be3
 from __future__ import annotations
 import contextlib, json, math
-from .config import MODEL_REWARDS, CellConfig
+from .config import COMPACT_SHARE, MODEL_REWARDS, PREFILL_TOKENS, CellConfig
 from .flops import ModelFlops
 from .arm_flops import cell_arm, policy_flops, reward_model_flops
 
 # %% auto #0
 __all__ = ['GiB', 'BF16', 'FP32', 'LORA_STATE', 'WORKSPACE', 'FIT_SHARE', 'GPU_MEMORY', 'MEMORY_PROMPT_LEN', 'PRM_BATCH_TOKENS',
-           'EVAL_BATCH', 'UPDATE_LAYER', 'UPDATE_OUTSIDE', 'FORWARD_LAYER', 'weight_bytes', 'merged_copy_bytes',
-           'kv_bytes', 'forward_bytes', 'update_bytes', 'cell_memory', 'memory_plan', 'generation_chunk', 'traced_peak',
+           'EVAL_BATCH', 'UPDATE_LAYER', 'UPDATE_OUTSIDE', 'FORWARD_LAYER', 'FASTGEN_MLP', 'FASTGEN_ATT',
+           'FASTGEN_SAMPLE', 'weight_bytes', 'merged_copy_bytes', 'kv_bytes', 'fastgen_bytes', 'forward_bytes',
+           'update_bytes', 'cell_memory', 'memory_plan', 'generation_chunk', 'traced_peak', 'traced_generation_peak',
            'planned_peak']
 
 # %% ../nbs/04c_memory.ipynb #5b1ecff2
@@ -26,6 +27,7 @@ MEMORY_PROMPT_LEN = 512 # padded prompt tokens of a generation batch of natural-
 PRM_BATCH_TOKENS = 16384 # padded tokens per reward-model forward (race_nb.rewards.prm.HFScorer's max_batch_tokens)
 EVAL_BATCH = 128 # prompts per evaluation `generate` call (race_nb.eval)
 UPDATE_LAYER, UPDATE_OUTSIDE, FORWARD_LAYER = (12, 30), 26, (12, 12) # per-token bytes: (x intermediate, x hidden) per layer, x hidden outside
+FASTGEN_MLP, FASTGEN_ATT, FASTGEN_SAMPLE = (8, 8), 6, 14 # race_nb.fastgen: per prefill token at the MLP's peak (x intermediate, x hidden); per token beside the prefill's scores (x hidden); per row and vocabulary entry while sampling
 
 def weight_bytes(mf: ModelFlops | None, dtype_bytes: int = BF16) -> int:
     "A model's weights: non-embedding parameters, the embedding, and its output head (an untied LM head, a PRM's two-layer head, a classifier)."
@@ -42,6 +44,22 @@ def merged_copy_bytes(mf: ModelFlops, dtype_bytes: int = BF16) -> int:
 def kv_bytes(mf: ModelFlops) -> int:
     "KV cache per token of one sequence: keys and values of every layer, bf16."
     return mf.layers * 2 * mf.kv_heads * mf.head_dim * BF16
+
+def fastgen_bytes(mf: ModelFlops, b: int, P: int, C: int, group: int | None = None) -> int:
+    """What `race_nb.fastgen` holds beyond the weights while it generates `b` rows of prompt `P` and completion `C`, each
+    prompt stored once per `group` rows when given: the KV cache it allocates (every row's completion, each group's prompt,
+    with their masks and the output ids), and the larger of the prefill's transient (one chunk of PREFILL_TOKENS: its MLP,
+    or its scores and their softmax, beside the chunk's mask and the logits kept so far) and the decode's (the sampling of b
+    rows over the vocabulary, and one layer's cache rows moved when finished rows leave)."""
+    U = b if not group else -(-b // group) + (1 if b % group else 0)  # prompts prefilled and stored: a chunk may cut two groups
+    T, r, kv = P + C, min(U, max(1, PREFILL_TOKENS // P)), kv_bytes(mf)
+    own = C if group else T  # cache positions each row holds
+    cache = (U * P * kv if group else 0) + b * own * (kv + mf.kv_heads * BF16) + b * C * 8
+    mask, tokens = r * (mf.heads // mf.kv_heads) * P * P * BF16, r * P
+    prefill = mask + (b + U) * mf.vocab * BF16 + max(tokens * (FASTGEN_MLP[0] * mf.intermediate + FASTGEN_MLP[1] * mf.hidden),
+                                                     r * mf.heads * P * P * 2 * BF16 + tokens * FASTGEN_ATT * mf.hidden)
+    decode = b * mf.vocab * FASTGEN_SAMPLE + int(COMPACT_SHARE * (b * own + (U * P if group else 0)) * kv / mf.layers)
+    return cache + max(prefill, decode)
 
 def forward_bytes(mf: ModelFlops | None) -> int:
     "Live intermediates per token at a no-grad forward's peak (one layer's MLP, peft's fp32 input copy)."
@@ -75,7 +93,9 @@ def cell_memory(cfg: CellConfig, # the cell
     b, u, kv = min(chunk or cfg.generation_chunk or B, B), B // cfg.micro_batches, kv_bytes(pol)
     resident = dict(policy_weights=weight_bytes(pol), lora_state=pol.n_lora_params * LORA_STATE, reward_weights=weight_bytes(rm), workspace=WORKSPACE,
                     generation_copy=merged_copy_bytes(pol) if cfg.merge_generation and cfg.fast_generation and not cfg.use_vllm else 0)
-    phases = dict(generation=max(b * P * (kv + forward_bytes(pol)), b * (P + C) * kv + b * (P + C) * kv // pol.layers + 3 * b * pol.vocab * FP32),
+    fast = cfg.fast_generation and not cfg.use_vllm  # race_nb.fastgen's own layout; else trl's generate (a prefill through peft, then the cache)
+    gen = fastgen_bytes(pol, b, P, C, arm.n if cfg.compact_generation else None) if fast else max(b * P * (kv + forward_bytes(pol)), b * (P + C) * kv + b * (P + C) * kv // pol.layers + 3 * b * pol.vocab * FP32)
+    phases = dict(generation=gen,
                   update=update_bytes(pol, u * (P + C), cfg.gradient_checkpointing),
                   logprob=u * (P + C) * forward_bytes(pol) if arm.mu > 1 or arm.beta > 0 else 0,  # old-policy / reference forwards
                   scoring=PRM_BATCH_TOKENS * forward_bytes(rm))
@@ -195,14 +215,38 @@ def traced_peak(config, # a model config (name, folder, dict)
         snap = mt.get_tracker_snapshot("peak")
     return {str(k).split(".")[-1]: int(v) for k, v in next(iter(snap.values())).items()}
 
+
+def traced_generation_peak(config, # a policy config (name, folder, dict)
+                           batch: int, prompt_len: int, new_tokens: int, # rows, padded prompt tokens, tokens generated (every row to the end)
+                           lora_r: int | None = 64, # the adapter's rank (applied unmerged)
+                           layers: int | None = None, # cut the depth (None: the config's)
+                           group: int | None = None, # rollouts per prompt, each prompt stored once (None: every row its own)
+                          ) -> dict:
+    "Peak memory in bytes by kind of `race_nb.fastgen.fast_generate` at the config's real widths in CUDA's layout (bf16 base weights read in place, no fused copies), traced with fake tensors."
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from race_nb.flops import load_config
+    from race_nb.fastgen import fast_generate
+    with _fake_friendly(), FakeTensorMode():
+        model = _fake_model(load_config(config), lora_r, layers)
+        ids = torch.randint(0, 1000, (batch, prompt_len))
+        mt = MemTracker()
+        mt.track_external(model)
+        groups = [r // group for r in range(batch)] if group else None
+        with mt: fast_generate(model, ids, max_new_tokens=new_tokens, eos_token_id=None, checked=True, fuse=False, groups=groups)  # no EOS: no host sync
+        snap = mt.get_tracker_snapshot("peak")
+    return {str(k).split(".")[-1]: int(v) for k, v in next(iter(snap.values())).items()}
+
 # %% ../nbs/04c_memory.ipynb #355d5786
 def planned_peak(config, phase: str, batch: int, seq: int, lora_r: int | None = 64, checkpointing: bool = True, cache: bool = True,
-                 layers: int | None = None) -> int:
-    "What the formulas of `cell_memory` predict for the phase `traced_peak` traces: weights, LoRA state, and the phase's own bytes."
+                 layers: int | None = None, new_tokens: int = 0, group: int | None = None) -> int:
+    "What the formulas of `cell_memory` predict for the phase `traced_peak` (or, for 'generation' at prompt `seq` and `new_tokens`, `traced_generation_peak`) traces: weights, LoRA state, and the phase's own bytes."
     from race_nb.flops import LoraSpec, LINEARS, load_config
     c = load_config(config)
     if layers: c = {**c, "num_hidden_layers": layers}
     mf = ModelFlops.from_config(c, lora=LoraSpec(lora_r, LINEARS) if lora_r else None)
     tokens = batch * seq
+    if phase == "generation": return weight_bytes(mf) + mf.n_lora_params * FP32 + fastgen_bytes(mf, batch, seq, new_tokens, group)
     if phase == "update": return weight_bytes(mf) + mf.n_lora_params * LORA_STATE + update_bytes(mf, tokens, checkpointing)
     return weight_bytes(mf) + mf.n_lora_params * FP32 + tokens * ((kv_bytes(mf) if cache else 0) + forward_bytes(mf))

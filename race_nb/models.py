@@ -140,7 +140,8 @@ def generate(model, tokenizer, prompts: list[str], # model inputs (already forma
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
             if use_fast:
                 ids = fast_generate(model, enc["input_ids"], enc["attention_mask"], max_new_tokens, stops,
-                                    tokenizer.pad_token_id, do_sample=not greedy, temperature=temperature, checked=True)
+                                    tokenizer.pad_token_id, do_sample=not greedy, temperature=temperature, checked=True,
+                                    compact=False)  # every row to the end: the ledger's padded count (`shapes`) and 🤗's draws
             else:
                 kw = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
                 ids = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04d_roofline.ipynb #d87def40
 from __future__ import annotations
-import json, math, os
+import collections, functools, json, math, os
 from pathlib import Path
 from .config import MODEL_REWARDS, CellConfig
 from .core import project_root
@@ -13,7 +13,8 @@ from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
 from .memory import BF16, kv_bytes, memory_plan
 
 # %% auto #0
-__all__ = ['GPUS', 'DEFAULT_GPU', 'gpu_spec', 'step_weight_bytes', 'decode_bytes', 'cell_roofline', 'measured_efficiency']
+__all__ = ['GPUS', 'DEFAULT_GPU', 'COMPLETION_PRIOR', 'SYNC_EVERY', 'gpu_spec', 'step_weight_bytes', 'prior_lengths',
+           'history_lengths', 'decode_schedule', 'decode_bytes', 'cell_roofline', 'evaluation_s', 'measured_efficiency']
 
 # %% ../nbs/04d_roofline.ipynb #ae4d6057
 GPUS = { # vendor spec sheets: HBM bandwidth (bytes/s), dense bf16 peak (FLOP/s), memory (GiB); matched by name, the most specific first
@@ -40,19 +41,87 @@ def step_weight_bytes(mf: ModelFlops, lora: bool = True, dtype_bytes: int = BF16
     head = 0 if mf.tied else mf.vocab * mf.hidden
     return (mf.n_params + head + (mf.n_lora_params if lora else 0)) * dtype_bytes
 
-def decode_bytes(mf: ModelFlops, rows: int, prompt_len: int, new_tokens: int, lora: bool = True) -> float:
-    "Bytes the decode steps of one generate call must move: the weights once per step, the KV cache once per step up to its filled length."
+COMPLETION_PRIOR = (650 / 2048, 1000 / 2048) # completion lengths before a cell has run, as shares of its limit: uniform over 650-1000 of 2048 tokens, the range issue 65 states as typical of GRPO on math (an ASSUMPTION, not a measurement)
+SYNC_EVERY = 8 # tokens between fast generation's host syncs on CUDA (race_nb.fastgen's check_every): finished rows leave at these
+
+def prior_lengths(rows: int, limit: int, group: int | None = None) -> list[int]:
+    "Completion lengths of `rows` rollouts under COMPLETION_PRIOR: evenly spaced quantiles, the same spread within every group of `group`."
+    lo, hi = (max(1, round(s * limit)) for s in COMPLETION_PRIOR)
+    n = group or rows
+    q = [round(lo + (hi - lo) * (j + 0.5) / n) for j in range(n)]
+    return [q[i % n] for i in range(rows)]
+
+def history_lengths(log_history: list, rows: int) -> list[int] | None:
+    "Completion lengths of `rows` rollouts with the mean, shortest and longest of a cell's last logged cycle (trl's completions/*_length; None: none logged)."
+    rec = next((r for r in reversed(log_history or []) if r.get("completions/mean_length") is not None), None)
+    if rec is None: return None
+    lo, hi, mean = (float(rec[f"completions/{k}_length"]) for k in ("min", "max", "mean"))
+    if rows < 3: return [round(mean)] * rows
+    mid = min(hi, max(lo, (rows * mean - lo - hi) / (rows - 2)))  # the rest at the value that keeps the mean
+    return [round(lo)] + [round(mid)] * (rows - 2) + [round(hi)]
+
+def decode_schedule(lengths: list[int], # each row's completion tokens (EOS included), at most `new_tokens`
+                    prompt_len: int, new_tokens: int,
+                    group: int | None = None, # rollouts per prompt, the prompt stored once per group (None: each row its own)
+                    compact: bool = True, # finished rows leave at a host sync (race_nb.fastgen)
+                    sync: int = SYNC_EVERY,
+                   ) -> list[tuple]:
+    "(rows, row-key pairs scored, prompts read) of each decode step race_nb.fastgen runs for rows of these lengths: what `decode_bytes` and `ModelFlops.generate(steps=)` price."
+    return list(_schedule(tuple(min(max(1, int(l)), new_tokens) for l in lengths), prompt_len, new_tokens, group, compact, sync))
+
+@functools.lru_cache(maxsize=4096)
+def _schedule(L: tuple, P: int, C: int, group, compact: bool, sync: int) -> tuple:
+    from race_nb.config import COMPACT_SHARE
+    gid = [i // group for i in range(len(L))] if group else list(range(len(L)))
+    batch, steps = list(range(len(L))), []
+    def shape(batch):  # rows, prompts read, grid slots (groups x the widest group)
+        counts = collections.Counter(gid[r] for r in batch)
+        return len(batch), len(counts), len(counts) * max(counts.values())
+    n, groups, slots = shape(batch)
+    for i in range(C - 1):  # step i feeds token i and makes token i + 1
+        if (i + 1) % sync == 0:
+            left = [r for r in batch if L[r] > i + 1]
+            if not left: break
+            if compact and len(left) <= COMPACT_SHARE * len(batch):
+                batch = left
+                n, groups, slots = shape(batch)
+        steps.append((n, n * (i + 1) + (slots if group else n) * P, groups if group else n))
+    return tuple(steps)
+
+def decode_bytes(mf: ModelFlops, rows: int, prompt_len: int, new_tokens: int, lora: bool = True, steps: list | None = None) -> float:
+    "Bytes the decode steps of one generate call must move: the weights once per step, the KV cache once per step up to its filled length (with a `decode_schedule`: each row's completion, each group's prompt once)."
+    if steps is not None:
+        kv = kv_bytes(mf)
+        return sum(step_weight_bytes(mf, lora) + kv * (n * (i + 1) + prompts * prompt_len) for i, (n, _, prompts) in enumerate(steps))
     steps = new_tokens - 1
     return steps * step_weight_bytes(mf, lora) + rows * kv_bytes(mf) * (steps * prompt_len + steps * (steps + 1) / 2)
 
 # %% ../nbs/04d_roofline.ipynb #b9ce7447
+def _generation_s(pol: ModelFlops, spec: dict, lengths: list[int], P: int, C: int, chunk: int, group: int | None, compact: bool,
+                  merged: bool = False) -> tuple[float, float]:
+    "(prefill seconds, decode seconds) at the limit of generating rows of these `lengths` in calls of `chunk`."
+    prefill = decode = 0.0
+    for a in range(0, len(lengths), chunk):
+        L = lengths[a:a + chunk]
+        steps = decode_schedule(L, P, C, group, compact)
+        U = len({(a + i) // group for i in range(len(L))}) if group else len(L)  # the prompts this call prefills
+        first = pol.forward(U, P, logits="last", adapter=not merged)
+        prefill += first / spec["peak"]
+        flops = pol.generate(len(L), P, len(steps) + 1, adapter=not merged, steps=[(n, k) for n, k, _ in steps], prefill_rows=U) - first
+        decode += max(decode_bytes(pol, len(L), P, C, lora=not merged, steps=steps) / spec["bandwidth"], flops / spec["peak"])
+    return prefill, decode
+
 def cell_roofline(cfg: CellConfig, # the cell
                   gpu: str | None = None, # a GPUS name (None: H100)
                   prompt_len: int | None = None, # padded prompt tokens (None: 16 for arith, 256 otherwise, as the plan)
                   arm=None, # an `Arm` that overrides the cell's
                   chunk: int | None = None, # rollouts per generate call (None: the memory plan's on this GPU's memory)
+                  lengths: list[int] | None = None, # completion lengths of one cycle's rollouts (a cell's own history); None: COMPLETION_PRIOR
                  ) -> dict:
-    "Seconds per generation cycle at the GPU's limit, by phase (decode from bytes, prefill/update/scoring from FLOPs), and the cell's GPU-hours at the limit. COMPUTED."
+    """Seconds per generation cycle at the GPU's limit, by phase (decode from the bytes race_nb.fastgen moves for completions of
+    these lengths, prefill/update/scoring from FLOPs), the evaluation's (milestones and the final one: greedy and sampled
+    generation, the judge), and the cell's GPU-hours: at the limit, and over the efficiency measured on the path cells run
+    where a GPU measured one. COMPUTED."""
     spec, arm = gpu_spec(gpu), arm or cell_arm(cfg)
     pol = policy_flops(cfg.model, cfg.lora_r, cfg.model_path)
     rm = reward_model_flops(cfg.reward, cfg.reward_settings) if cfg.reward in MODEL_REWARDS else None
@@ -60,29 +129,54 @@ def cell_roofline(cfg: CellConfig, # the cell
     C, B = cfg.max_completion_length, cfg.prompts_per_step * arm.n
     chunk = min(chunk or memory_plan(cfg, spec["memory"], P, arm)["chunk"], B)
     merged = bool(cfg.merge_generation and pol.lora)
-    decode = prefill = 0.0
-    for rows in [chunk] * (B // chunk) + ([B % chunk] if B % chunk else []):
-        first = pol.forward(rows, P, logits="last", adapter=not merged)
-        prefill += first / spec["peak"]
-        flops = pol.generate(rows, P, C, adapter=not merged) - first
-        decode += max(decode_bytes(pol, rows, P, C, lora=not merged) / spec["bandwidth"], flops / spec["peak"])
-    if merged: prefill += B and pol.merge_flops() * math.ceil(B / chunk) / spec["peak"]
+    fast = cfg.fast_generation and not cfg.use_vllm
+    compact = fast and cfg.compact_generation
+    basis = "history" if lengths is not None else "prior"
+    lengths = list(lengths) if lengths is not None else prior_lengths(B, C, arm.n)
+    if len(lengths) != B: raise ValueError(f"lengths must give the {B} rollouts of a cycle, got {len(lengths)}")
+    prefill, decode = _generation_s(pol, spec, lengths, P, C, chunk, arm.n if compact else None, compact, merged)
+    if merged: prefill += pol.merge_flops() * math.ceil(B / chunk) / spec["peak"]
     f = arm_flops(arm, pol, rm, cfg.prompts_per_step, P, C, compact_head=True)
-    out = dict(gpu=spec["name"], chunk=chunk, calls=math.ceil(B / chunk), decode_s=decode, prefill_s=prefill,
-               update_s=f["learning"] / spec["peak"], scoring_s=f["reward"] / spec["peak"])
+    out = dict(gpu=spec["name"], chunk=chunk, calls=math.ceil(B / chunk), lengths=basis, mean_length=sum(lengths) / B,
+               decode_s=decode, prefill_s=prefill, update_s=f["learning"] / spec["peak"], scoring_s=f["reward"] / spec["peak"])
     out["cycle_s"] = out["decode_s"] + out["prefill_s"] + out["update_s"] + out["scoring_s"]
     out["cycles"] = cfg.budget / sum(f.values())
-    out["gpu_hours_limit"] = out["cycles"] * out["cycle_s"] / 3600
-    eff = measured_efficiency(spec["name"])
+    out["eval_s"] = evaluation_s(cfg, pol, spec)
+    out["gpu_hours_limit"] = (out["cycles"] * out["cycle_s"] + out["eval_s"]) / 3600
+    eff = measured_efficiency(spec["name"], merged=merged)
     out["efficiency"] = eff
-    out["gpu_hours_measured"] = out["gpu_hours_limit"] / eff if eff else None
+    out["gpu_hours"] = out["gpu_hours_limit"] / eff if eff else out["gpu_hours_limit"]
+    out["gpu_hours_basis"] = f"the limit over the decode efficiency {eff:.2f} measured on a {spec['name']}" if eff else "limit, not measured"
     return out
 
+def evaluation_s(cfg: CellConfig, pol: ModelFlops, spec: dict) -> float:
+    """Seconds at the limit of a cell's evaluations: at each milestone greedy generation of `milestone_prompts` of both sets;
+    at the end greedy generation of both sets, sampled generation of the in-distribution set, and the judge scoring the greedy
+    in-distribution completions. Batches of EVAL_BATCH, completions under COMPLETION_PRIOR of `eval_max_new_tokens`, every row
+    to its batch's longest (evaluation keeps them: race_nb.models.generate)."""
+    from race_nb.memory import EVAL_BATCH
+    Pe, Ce = (16 if cfg.eval_id.startswith("arith") else 256), cfg.eval_max_new_tokens
+    def gen(n):  # n prompts of one set, greedy or sampled: the same cost at the limit
+        L = prior_lengths(n, Ce, min(n, EVAL_BATCH))
+        return sum(_generation_s(pol, spec, L, Pe, Ce, EVAL_BATCH, None, False))
+    ms = min(cfg.milestone_prompts, cfg.n_eval)
+    seconds = (cfg.milestones - 1 if cfg.milestones else 0) * 2 * gen(ms) + 3 * gen(cfg.n_eval)
+    judge = None
+    if (cfg.judge_settings or {}).get("backend", "tiny") == "hf":
+        from race_nb.memory import _scorer
+        judge = _scorer(cfg.judge_settings)
+    if judge is not None:
+        seconds += judge.reward_forward(cfg.n_eval, Pe + round(sum(COMPLETION_PRIOR) / 2 * Ce)) / spec["peak"]
+    return seconds
+
 # %% ../nbs/04d_roofline.ipynb #8ba6d00b
-def measured_efficiency(gpu: str, path=None) -> float | None:
-    "The share of the roofline a decode step reached on a GPU of this name, as bench/gpu_check.py measured it (None: none measured)."
+def measured_efficiency(gpu: str, path=None, merged: bool = False) -> float | None:
+    """The share of the roofline a decode step reached on a GPU of this name on the path cells run, as bench/gpu_check.py
+    measured it: its CUDA-graph rows (merged where the cell generates merged) where their capture succeeded, else its eager
+    rows (a failed capture runs eagerly); None: none measured."""
     p = Path(path or os.environ.get("RACE_DECODE_MEASURED") or project_root() / "bench" / "gpu_check" / "decode.json")
     if not p.exists() or (d := json.loads(p.read_text())).get("smoke", True): return None  # a CPU rehearsal measures no GPU
-    rows = [r for r in d.get("rows", []) if r.get("path") == "fastgen" and gpu_spec(r.get("device", "?"))["name"] == gpu
-            and r.get("ideal_seconds") and r.get("seconds")]
+    ok = [r for r in d.get("rows", []) if gpu_spec(r.get("device", "?"))["name"] == gpu and r.get("ideal_seconds") and r.get("seconds") and not r.get("error")]
+    graphs = [r for r in ok if r.get("path") == ("fastgen-graphs-merged" if merged else "fastgen-graphs") and r.get("graphs") == "captured"]
+    rows = graphs or [r for r in ok if r.get("path") == "fastgen"]
     return min(1.0, sum(r["ideal_seconds"] for r in rows) / sum(r["seconds"] for r in rows)) if rows else None

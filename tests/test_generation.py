@@ -78,3 +78,41 @@ def test_oom_in_scoring_halves_the_micro_batch(monkeypatch, caplog):
     assert sc.max_batch_tokens <= 128 and "CUDA out of memory scoring" in caplog.text
     assert got == want
     assert work["flops"] > 0
+
+
+def test_finished_rows_leave_and_prompts_are_shared_in_a_trainer(tmp_path, caplog):
+    "The trainer's fast generation drops finished rows and prefills each prompt once per group; the ledger charges what ran "
+    "and equals FlopCounterMode within 1%; how generation ran is said in the log once and kept for trained.json."
+    import json
+    from race_nb.eval import _write_trained
+    out = whole_step_check(ARMS["n8-m4"], cycles=2, workdir=tmp_path / "check")  # compact generation: the cells' default
+    assert out["components"]["search"]["ratio"] == pytest.approx(1.0, abs=0.01), out["components"]
+    tr = build_trainer(CellConfig(budget=1e15, max_steps=2, prompts_per_step=4, arm="n8-m4"), tmp_path / "tr")
+    with caplog.at_level(logging.INFO, logger="race_nb.grpo"): tr.train()
+    calls = tr._gen_calls
+    assert calls and all(c.prefill_rows == 4 and c.rows == 32 for c in calls), calls  # 4 prompts of 8 rollouts: 4 prefills
+    rows = [n for c in calls for n, _ in c.steps]
+    assert min(rows) < 32 and all(c.graphs == "off" and c.merge == "off" for c in calls), rows  # rows left; no graphs on a CPU
+    assert tr.generation_path == dict(path="fast", graphs=["off"], merge=["off"], compact=True), tr.generation_path
+    assert caplog.text.count("generation: path fast, graphs off, merge off, compact True") == 1, caplog.text
+    rec = _write_trained(tr, 1.0, [], tmp_path / "cell")
+    assert json.loads((tmp_path / "cell" / "trained.json").read_text())["generation"] == tr.generation_path == rec["generation"]
+
+
+def test_an_oom_in_graph_capture_halves_the_chunk():
+    "An out-of-memory error while capturing the decode step is an OOM, not a failed capture: it leaves fast_generate, and "
+    "chunked_with_retry halves the call and reruns it (a failed capture of another kind generates eagerly)."
+    from race_nb.fastgen import chunked_with_retry, fast_generate
+    from race_nb.models import char_tokenizer, tiny_model
+    tok, m = char_tokenizer(), tiny_model("tiny-s", seed=0).eval()
+    def capture(fn, pool):
+        if fn.__closure__ and len(seen) and seen[-1] > 2: raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
+        return fn(), fn
+    seen = []
+    def call(part):
+        seen.append(len(part))
+        enc = tok(part, return_tensors="pt", padding=True)
+        out = fast_generate(m, enc["input_ids"], enc["attention_mask"], max_new_tokens=6, graphs=True, capture=capture)
+        return out.tolist()
+    out, chunk = chunked_with_retry(["Q 1+2", "Q 3+4", "Q 5", "Q 6-1", "Q 7", "Q 8"], None, call, tries=2)
+    assert seen[:2] == [6, 3] and chunk == 1 and len(out) == 6, (seen, chunk)

@@ -190,9 +190,9 @@ def test_schedules_that_cannot_finish_are_refused_before_submission(tmp_path, ex
 
 
 def test_a_cell_longer_than_its_limit_needs_checkpoints_or_enough_requeues(tmp_path):
-    "At an assumed rate, a cell estimated at more than its time limit is refused without checkpoints, and needs requeues with them."
+    "At a given rate, a cell estimated at more than its time limit is refused without checkpoints, and needs requeues with them."
     g = load_grid(grid(tmp_path, "long", budget="6.0e10", extra="resources: {time: 2, signal_delay: 30, max_requeues: 1}\ncheckpoint: false\n"))
-    slow = dict(flops_per_s=1e8, device="test", shape="-", source="test")  # 6e10 FLOPs at 1e8 FLOP/s: 10 minutes
+    slow = 1e8  # a rate given (race grid plan --rate): 6e10 FLOPs at 1e8 FLOP/s: 10 minutes
     plan = plan_grid(g, rate=slow)
     assert plan.est_minutes.iloc[0] == pytest.approx(10) and plan.allocations.iloc[0] == float("inf")
     with pytest.raises(GridError, match="checkpoint: false` leaves it nothing to resume from"): check_schedule(g, plan)

@@ -14,20 +14,8 @@ log = logging.getLogger(__name__)
 from .spec import GridError, cell_resources, checkpointing, load_grid
 
 # %% auto #0
-__all__ = ['log', 'measured_rate', 'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary',
-           'roofline_summary', 'warning_summary']
-
-# %% ../../nbs/07b_grid_plan.ipynb #2e35ea9f
-def measured_rate(path=None, # a bench/gpu_check.py JSON (default: the project's bench/gpu_check.json, or RACE_GPU_CHECK)
-                 ) -> dict | None:
-    "The sustained FLOP/s that `bench/gpu_check.py` measured at the paper grid's 7B shape on a GPU (None when no GPU run is on file)."
-    p = Path(path or os.environ.get("RACE_GPU_CHECK") or project_root() / "bench" / "gpu_check.json")
-    if not p.exists(): return None
-    try: d = json.loads(p.read_text())
-    except json.JSONDecodeError as e: raise ValueError(f"{p}: not a gpu_check JSON ({e}); rerun make gpu-check or delete it") from None
-    big = d.get("big_cycle") or {}
-    if d.get("smoke", True) or not big.get("flops_per_s"): return None  # a CPU rehearsal measures nothing about a GPU
-    return dict(flops_per_s=float(big["flops_per_s"]), device=d.get("device", "?"), shape=big.get("shape", "?"), source=str(p))
+__all__ = ['log', 'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'roofline_summary',
+           'model_summary', 'warning_summary']
 
 # %% ../../nbs/07b_grid_plan.ipynb #2060e612
 def _allocation(g: dict, params: dict, resources: dict | None, minutes: float) -> dict:
@@ -42,27 +30,35 @@ def _allocation(g: dict, params: dict, resources: dict | None, minutes: float) -
 # %% ../../nbs/07b_grid_plan.ipynb #1c166060
 def plan_grid(grid, # grid YAML path or a `load_grid` result
               prompt_len: int | None = None, # padded prompt tokens (None: 16 for arith, 256 otherwise)
-              peak: float = 989e12, # accelerator peak FLOP/s (default: H100 SXM, bf16 dense)
-              mfu: float = 0.25, # sustained fraction of the peak assumed for the time estimate (when no rate is measured)
-              rate: dict | None = None, # a `measured_rate()`; default: the one on file, if any
+              rate: float | None = None, # FLOP/s a cell sustains, as you measured it: GPU time from it instead of the roofline
               resources: dict | None = None, # resource overrides (`race grid run --resources`)
               gpu: str | None = None, # the GPU the roofline prices (race_nb.roofline.GPUS; None: each cell's resources.gpu_type where known, else H100)
              ) -> "pd.DataFrame":
-    "One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), an estimated GPU time, that time against the cell's time limit (allocations it needs), and its predicted peak GPU memory against its GPU's (race_nb.memory: the generation chunk that fits, and whether the cell fits)."
+    """One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), its GPU-hours
+    with their basis (`gpu_hours`, `hours_basis`: race_nb.roofline's limit over the decode efficiency a GPU measured, else the
+    limit, labelled so; evaluation included), that time against the cell's time limit (allocations it needs), and its
+    predicted peak GPU memory against its GPU's (race_nb.memory: the generation chunk that fits, and whether the cell fits)."""
     import pandas as pd
     from race_nb.arm_flops import arm_flops, policy_flops, reward_model_flops
     from race_nb.memory import GPU_MEMORY, memory_plan
     from race_nb.roofline import DEFAULT_GPU, cell_roofline, gpu_spec
     g = load_grid(grid) if not isinstance(grid, dict) else grid
     rows, cache = [], {}
-    rate = rate if rate is not None else measured_rate()
-    flops_per_s = rate["flops_per_s"] if rate else peak * mfu
+    if rate is not None: check_positive("rate", rate)
+    def spec_of(res):
+        try: return gpu_spec(gpu or res.get("gpu_type") or DEFAULT_GPU)
+        except ValueError:
+            if gpu: raise
+            return gpu_spec(DEFAULT_GPU)  # a site's own type name (e.g. "hopper"): priced as the default, said by the plan's header
     for c in g["cells"]:
         if "template" in c["params"]:  # a user's notebook: its FLOPs per cycle are unknown before it runs; the budget still sets the time
             p, nan = c["params"], float("nan")
+            spec = spec_of(cell_resources(g, p, resources))
+            hours = p["budget"] / (rate or spec["peak"]) / 3600
             rows.append(dict(cell=c["id"], model=p["model"], reward=p["reward"], arm=p["arm"], budget=p["budget"], seed=p["seed"],
                              **dict.fromkeys(("cycle_flops", "cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho"), nan),
-                             gpu_hours=p["budget"] / flops_per_s / 3600, **_allocation(g, p, resources, p["budget"] / flops_per_s / 60)))
+                             gpu_hours=hours, hours_basis=f"{rate:.3g} FLOP/s (given)" if rate else f"the budget at the {spec['name']}'s peak: a limit, not measured",
+                             **_allocation(g, p, resources, hours * 60)))
             continue
         cfg = CellConfig.from_dict(c["params"])
         arm, P = cfg.resolved_arm(), prompt_len or (16 if cfg.train_data.startswith("arith") else 256)
@@ -70,27 +66,26 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
         if key not in cache: cache[key] = (policy_flops(cfg.model, cfg.lora_r, cfg.model_path), reward_model_flops(cfg.reward, cfg.reward_settings))
         f = arm_flops(arm, *cache[key], cfg.prompts_per_step, P, cfg.max_completion_length)
         per_cycle, cycles = sum(f.values()), cfg.budget / sum(f.values())
+        res = cell_resources(g, c["params"], resources)
+        gm, spec = res.get("gpu_memory", GPU_MEMORY), spec_of(res)
+        m = memory_plan(cfg, gm, prompt_len)
+        r = cell_roofline(cfg, spec["name"], prompt_len, arm, chunk=m["chunk"])  # the chunk the cell runs on its own GPU's memory
+        hours = cfg.budget / rate / 3600 if rate else r["gpu_hours"]
+        cycle_s = per_cycle / rate if rate else r["gpu_hours"] / r["gpu_hours_limit"] * r["cycle_s"]
         rows.append(dict(cell=c["id"], model=cfg.model, reward=cfg.reward, arm=arm.name, budget=cfg.budget, seed=cfg.seed,
                          cycle_flops=per_cycle, cycles=cycles, optimizer_steps=cycles * arm.mu,
                          rollouts=cycles * cfg.prompts_per_step * arm.n, generated_tokens=cycles * cfg.prompts_per_step * arm.n * cfg.max_completion_length,
                          trained_tokens=cycles * arm.mu * cfg.prompts_per_step * arm.m * (P + cfg.max_completion_length),
-                         rho=f["learning"] / per_cycle, gpu_hours=cfg.budget / flops_per_s / 3600, **_allocation(g, c["params"], resources, cfg.budget / flops_per_s / 60)))
-        res = cell_resources(g, c["params"], resources)
-        gm = res.get("gpu_memory", GPU_MEMORY)
-        m = memory_plan(cfg, gm, prompt_len)
-        try: spec = gpu_spec(gpu or res.get("gpu_type") or DEFAULT_GPU)
-        except ValueError:
-            if gpu: raise
-            spec = gpu_spec(DEFAULT_GPU)  # a site's own type name (e.g. "hopper"): priced as the default, said by the plan's header
-        r = cell_roofline(cfg, spec["name"], prompt_len, arm, chunk=m["chunk"])  # the chunk the cell runs on its own GPU's memory
-        rows[-1].update(roof_gpu=r["gpu"], roof_gen_s=r["decode_s"] + r["prefill_s"], roof_cycle_s=r["cycle_s"], gpu_hours_limit=r["gpu_hours_limit"],
-                        gpu_hours_measured=r["gpu_hours_measured"])
+                         rho=f["learning"] / per_cycle, gpu_hours=hours, hours_basis=f"{rate:.3g} FLOP/s (given)" if rate else f"{r['gpu']} {r['gpu_hours_basis']}",
+                         **_allocation(g, c["params"], resources, hours * 60)))
+        rows[-1].update(roof_gpu=r["gpu"], roof_gen_s=r["decode_s"] + r["prefill_s"], roof_cycle_s=r["cycle_s"], roof_eval_s=r["eval_s"],
+                        gpu_hours_limit=r["gpu_hours_limit"], efficiency=r["efficiency"])
         rows[-1].update(gpu_memory=gm, mem_gib=m["peak"], mem_phase=m["train_phase"] if m["train_peak"] >= m["eval_peak"] else "evaluation",
                         gen_chunk=m["chunk"] if m["chunk"] < cfg.prompts_per_step * arm.n else None, fits=m["fits"], mem_why=m.get("why"),
-                        cycle_minutes=per_cycle / flops_per_s / 60)
+                        cycle_minutes=cycle_s / 60)
     out = pd.DataFrame(rows)
-    out.attrs["rate"] = (f"the measured {flops_per_s:.3g} FLOP/s ({rate['device']}, {rate['shape']}; {rate['source']})" if rate else
-                         f"an ASSUMED {mfu:.0%} of {peak:.3g} FLOP/s: no GPU rate measured yet (run make gpu-check on a GPU)")
+    bases = sorted(set(out.hours_basis)) if len(out) else []
+    out.attrs["rate"] = "; ".join(bases)  # what the GPU-hours rest on, in words
     return out
 
 # %% ../../nbs/07b_grid_plan.ipynb #b5dcc6d9
@@ -144,10 +139,10 @@ def format_plan(plan: "pd.DataFrame", seeds: bool = False) -> str:
     cols = ["model", "reward", "arm", "budget"] + (["seed"] if seeds else [])
     gpu = "mem_gib" in plan and (plan.gpus.fillna(0) > 0).any()  # a GPU grid: its predicted peak memory, chunk and fit
     t = plan.groupby(cols, sort=False)[["cycles", "optimizer_steps", "rollouts", "generated_tokens", "trained_tokens", "rho", "gpu_hours",
-                                         "gpus", "time_limit_min", "allocations"] + (["mem_gib", "gen_chunk", "fits", "roof_gen_s", "roof_cycle_s", "gpu_hours_limit"] if gpu else [])].first()
+                                         "gpus", "time_limit_min", "allocations"] + (["mem_gib", "gen_chunk", "fits", "roof_gen_s", "roof_cycle_s"] if gpu else [])].first()
     fmt = dict(cycles="{:.1f}", optimizer_steps="{:.1f}", rollouts="{:.0f}", generated_tokens="{:.2e}", trained_tokens="{:.2e}",
                rho="{:.2f}", gpu_hours="{:.2f}", time_limit_min="{:.0f}", allocations="{:g}", mem_gib="{:.1f}", roof_gen_s="{:.1f}",
-               roof_cycle_s="{:.1f}", gpu_hours_limit="{:.2f}")
+               roof_cycle_s="{:.1f}")
     if gpu: t["gen_chunk"] = t.gen_chunk.map(lambda v: "-" if v is None or v != v else f"{v:.0f}")  # '-': one generate call
     return t.reset_index().to_string(index=False, formatters={k: v.format for k, v in fmt.items()} | {"budget": "{:.2e}".format})
 
@@ -173,12 +168,24 @@ def roofline_summary(plan: "pd.DataFrame") -> str:
     specs = {n: gpu_spec(n) for n in sorted(set(p.roof_gpu))}
     gpus = "; ".join(f"{n}: {s['bandwidth'] / 1e12:.2f} TB/s HBM, {s['peak'] / 1e12:.0f} TFLOP/s bf16 dense (spec sheet)" for n, s in specs.items())
     out = [f"roofline (COMPUTED, race_nb.roofline; {gpus}): generation {p.roof_gen_s.min():.1f}-{p.roof_gen_s.max():.1f} s and whole cycle "
-           f"{p.roof_cycle_s.min():.1f}-{p.roof_cycle_s.max():.1f} s per generation cycle at the limit (decode from bytes, the rest from FLOPs); "
-           f"{p.gpu_hours_limit.sum():.1f} GPU-hours in all at the limit"]
-    meas = p.gpu_hours_measured.dropna()
-    out.append(f"  at the efficiency measured on a GPU (bench/gpu_check/decode.json): {meas.sum():.1f} GPU-hours" if len(meas) == len(p) else
-               "  no generation efficiency measured on a GPU yet: the limit is a floor, not a forecast (bench/gpu_check.py measures it)")
+           f"{p.roof_cycle_s.min():.1f}-{p.roof_cycle_s.max():.1f} s per generation cycle at the limit (decode from bytes, the rest from FLOPs; "
+           f"completion lengths from race_nb.roofline.COMPLETION_PRIOR, an assumption), evaluation {p.roof_eval_s.min():.0f}-{p.roof_eval_s.max():.0f} s "
+           f"per cell; {p.gpu_hours_limit.sum():.1f} GPU-hours in all at the limit"]
+    eff = p.efficiency.dropna()
+    out.append(f"  over the decode efficiency measured on a GPU (bench/gpu_check/decode.json, {eff.min():.2f}-{eff.max():.2f}): {p.gpu_hours.sum():.1f} GPU-hours"
+               if len(eff) == len(p) else "  no generation efficiency measured on a GPU yet: the GPU-hours are the limit, a floor, not a forecast "
+               "(bench/gpu_check.py measures it)")
     return "\n".join(out)
+
+def model_summary(plan: "pd.DataFrame") -> str:
+    "GPU-hours per model (cells, training and evaluation at the plan's basis) and in all, with what they rest on: one figure to book from."
+    p = plan.copy()
+    scale = (p.gpu_hours / p.gpu_hours_limit).where(p.get("gpu_hours_limit", p.gpu_hours) > 0, 1.0) if "gpu_hours_limit" in p else 1.0
+    p["eval_hours"] = p.roof_eval_s * scale / 3600 if "roof_eval_s" in p else float("nan")
+    t = p.groupby("model", sort=False).agg(cells=("cell", "size"), gpu_hours=("gpu_hours", "sum"), of_which_eval=("eval_hours", "sum"))
+    lines = [f"  {r.Index}: {r.cells} cells, {r.gpu_hours:.1f} GPU-hours" + (f" ({r.of_which_eval:.1f} of them evaluation)" if r.of_which_eval == r.of_which_eval and r.of_which_eval > 0 else "")
+             for r in t.itertuples()]
+    return "\n".join([f"GPU-hours: {plan.gpu_hours.sum():.1f} in all, at {plan.attrs.get('rate') or 'the roofline'}"] + lines)
 
 def warning_summary(plan: "pd.DataFrame") -> str | None:
     "Cells whose generation cycle is longer than Slurm's warning: a checkpoint asked for at the warning waits for the optimizer step in progress, and a cycle's first step holds its whole generation, so the cycle time bounds the wait; one longer than the warning may be cut off at a time limit (None: every cycle fits)."

@@ -292,7 +292,7 @@ def load_grid(path) -> dict:
     return g
 
 # %% ../../nbs/07a_grid_spec.ipynb #38c7edbf
-ID_NEUTRAL = dict(milestones=8, milestone_prompts=256, vllm_gpu_memory_utilization=0.3, vllm_max_model_length=None, generation_chunk=None) # parameters added after grids had run: at these defaults they leave a cell's id as it was
+ID_NEUTRAL = dict(milestones=8, milestone_prompts=256, vllm_gpu_memory_utilization=0.3, vllm_max_model_length=None, generation_chunk=None, compact_generation=True) # parameters added after grids had run: at these defaults they leave a cell's id as it was
 
 def cell_id(params: dict) -> str:
     "Stable id of a cell: a hash of its resolved parameters (those of `ID_NEUTRAL` left out at their defaults, so older runs keep their ids)."
