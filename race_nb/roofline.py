@@ -14,7 +14,8 @@ from .memory import BF16, kv_bytes, memory_plan
 
 # %% auto #0
 __all__ = ['GPUS', 'DEFAULT_GPU', 'COMPLETION_PRIOR', 'SYNC_EVERY', 'gpu_spec', 'step_weight_bytes', 'prior_lengths',
-           'history_lengths', 'decode_schedule', 'decode_bytes', 'cell_roofline', 'evaluation_s', 'measured_efficiency']
+           'history_lengths', 'cell_history', 'decode_schedule', 'decode_bytes', 'cell_roofline', 'evaluation_s',
+           'measured_efficiency']
 
 # %% ../nbs/04d_roofline.ipynb #ae4d6057
 GPUS = { # vendor spec sheets: HBM bandwidth (bytes/s), dense bf16 peak (FLOP/s), memory (GiB); matched by name, the most specific first
@@ -59,6 +60,13 @@ def history_lengths(log_history: list, rows: int) -> list[int] | None:
     if rows < 3: return [round(mean)] * rows
     mid = min(hi, max(lo, (rows * mean - lo - hi) / (rows - 2)))  # the rest at the value that keeps the mean
     return [round(lo)] + [round(mid)] * (rows - 2) + [round(hi)]
+
+def cell_history(cell_dir) -> list:
+    "The log history of a cell that has run: its log_history.json once trained, else its newest trl checkpoint's (empty: none)."
+    d = Path(cell_dir)
+    if (d / "log_history.json").exists(): return json.loads((d / "log_history.json").read_text())
+    states = sorted(d.glob("trl/checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.rsplit("-", 1)[-1]))
+    return json.loads(states[-1].read_text()).get("log_history", []) if states else []
 
 def decode_schedule(lengths: list[int], # each row's completion tokens (EOS included), at most `new_tokens`
                     prompt_len: int, new_tokens: int,

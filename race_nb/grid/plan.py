@@ -33,6 +33,7 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
               rate: float | None = None, # FLOP/s a cell sustains, as you measured it: GPU time from it instead of the roofline
               resources: dict | None = None, # resource overrides (`race grid run --resources`)
               gpu: str | None = None, # the GPU the roofline prices (race_nb.roofline.GPUS; None: each cell's resources.gpu_type where known, else H100)
+              runs_root="runs", # where the grid's runs are: a cell that has run is priced at its own completion lengths
              ) -> "pd.DataFrame":
     """One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), its GPU-hours
     with their basis (`gpu_hours`, `hours_basis`: race_nb.roofline's limit over the decode efficiency a GPU measured, else the
@@ -41,7 +42,7 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
     import pandas as pd
     from race_nb.arm_flops import arm_flops, policy_flops, reward_model_flops
     from race_nb.memory import GPU_MEMORY, memory_plan
-    from race_nb.roofline import DEFAULT_GPU, cell_roofline, gpu_spec
+    from race_nb.roofline import DEFAULT_GPU, cell_history, cell_roofline, gpu_spec, history_lengths
     g = load_grid(grid) if not isinstance(grid, dict) else grid
     rows, cache = [], {}
     if rate is not None: check_positive("rate", rate)
@@ -69,7 +70,8 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
         res = cell_resources(g, c["params"], resources)
         gm, spec = res.get("gpu_memory", GPU_MEMORY), spec_of(res)
         m = memory_plan(cfg, gm, prompt_len)
-        r = cell_roofline(cfg, spec["name"], prompt_len, arm, chunk=m["chunk"])  # the chunk the cell runs on its own GPU's memory
+        lengths = history_lengths(cell_history(Path(runs_root) / g["name"] / c["id"]), cfg.prompts_per_step * arm.n) if runs_root else None
+        r = cell_roofline(cfg, spec["name"], prompt_len, arm, chunk=m["chunk"], lengths=lengths)  # the chunk the cell runs on its own GPU's memory
         hours = cfg.budget / rate / 3600 if rate else r["gpu_hours"]
         cycle_s = per_cycle / rate if rate else r["gpu_hours"] / r["gpu_hours_limit"] * r["cycle_s"]
         rows.append(dict(cell=c["id"], model=cfg.model, reward=cfg.reward, arm=arm.name, budget=cfg.budget, seed=cfg.seed,
@@ -78,7 +80,7 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
                          trained_tokens=cycles * arm.mu * cfg.prompts_per_step * arm.m * (P + cfg.max_completion_length),
                          rho=f["learning"] / per_cycle, gpu_hours=hours, hours_basis=f"{rate:.3g} FLOP/s (given)" if rate else f"{r['gpu']} {r['gpu_hours_basis']}",
                          **_allocation(g, c["params"], resources, hours * 60)))
-        rows[-1].update(roof_gpu=r["gpu"], roof_gen_s=r["decode_s"] + r["prefill_s"], roof_cycle_s=r["cycle_s"], roof_eval_s=r["eval_s"],
+        rows[-1].update(roof_gpu=r["gpu"], roof_gen_s=r["decode_s"] + r["prefill_s"], roof_cycle_s=r["cycle_s"], roof_eval_s=r["eval_s"], lengths=r["lengths"],
                         gpu_hours_limit=r["gpu_hours_limit"], efficiency=r["efficiency"])
         rows[-1].update(gpu_memory=gm, mem_gib=m["peak"], mem_phase=m["train_phase"] if m["train_peak"] >= m["eval_peak"] else "evaluation",
                         gen_chunk=m["chunk"] if m["chunk"] < cfg.prompts_per_step * arm.n else None, fits=m["fits"], mem_why=m.get("why"),
