@@ -37,6 +37,7 @@ def _grid_parser(sub) -> None:
     plan.add_argument("--rate", type=float, default=None, help="FLOP/s a cell sustains, as you measured it: GPU time from it instead of the roofline")
     plan.add_argument("--csv", default=None, metavar="FILE", help="also write the plan, one row per cell with every column, to FILE")
     plan.add_argument("--runs", default="runs", help="root folder of runs: a cell that has run is priced at its own completion lengths (default: runs)")
+    plan.add_argument("--min-cycles", type=float, default=5, help="refuse, as grid run does, cells that buy fewer generation cycles (default 5)")
     plan.add_argument("--gpu", default=None, help="GPU the roofline prices each phase on: H100, H200, A100, ... (default: resources.gpu_type where known, else H100)")
     plan.add_argument("--resources", nargs="+", default=None, metavar="KEY=VALUE", help="resource overrides, as for grid run")
     for name, hlp in (("status", "status of every cell"), ("aggregate", "write results.parquet"), ("watch", "a live table of the running cells")):
@@ -209,9 +210,9 @@ def _diagnose(runs_dir, full_dir, target: str, moderate: list | None = None) -> 
     print("\nevery target:\n" + validation_summary(pilot, full, **pp).reindex(columns=keys).to_string(index=False, float_format=f3))
 
 # %% ../nbs/20_cli.ipynb #0a395a3c
-def _plan(grid, prompt_len, rate, resources, gpu=None, csv=None, runs="runs") -> int:
+def _plan(grid, prompt_len, rate, resources, gpu=None, csv=None, runs="runs", min_cycles: float = 5) -> int:
     "`race grid plan`: what each cell's budget buys, its estimated time against its time limit, and whether Slurm would accept the schedule."
-    from race_nb.grid import (GridError, check_memory, check_schedule, format_plan, load_grid, memory_summary, model_summary, plan_grid, preflight,
+    from race_nb.grid import (GridError, check_cycles, check_memory, check_schedule, format_plan, load_grid, memory_summary, model_summary, plan_grid, preflight,
                               roofline_summary, warning_summary)
     g = load_grid(grid)
     try: checked = preflight(g)
@@ -241,6 +242,7 @@ def _plan(grid, prompt_len, rate, resources, gpu=None, csv=None, runs="runs") ->
     try:
         check_memory(g, plan)
         if isinstance(checked, GridError): raise checked
+        if not plan.cycles.isna().all(): check_cycles(g, plan, min_cycles, str(grid))
         if checked: print(f"models: {len(checked)} checkpoint(s) load their config and tokenizer ({', '.join(m['key'] for m in checked)})")
     except GridError as e:
         print(f"race grid run would refuse this grid: {e}"); return 1
@@ -276,7 +278,7 @@ def _pilot(args) -> int:
 def _grid_command(args) -> int:
     "`race grid run | plan | status | aggregate`; returns the exit status."
     from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
-    if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.rate, parse_resource_args(args.resources), args.gpu, args.csv, args.runs)
+    if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.rate, parse_resource_args(args.resources), args.gpu, args.csv, args.runs, args.min_cycles)
     if args.grid_command == "run":
         root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
                         min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels, report_to=args.report_to)

@@ -13,7 +13,7 @@ from .core import check_positive, check_choice
 __all__ = ['ARITH_SPECS', 'ARITH_SIZES', 'ANSWER_LIKE', 'MATH_TASKS', 'TURN_MARKERS', 'HUB_DATASETS', 'DATASET_SPLITS',
            'ROW_PARSERS', 'ChainSpec', 'solve_chain', 'chain_text', 'chain_prompt', 'parse_chain_prompt',
            'arith_records', 'teacher_solution', 'last_boxed', 'extract_answer', 'end_of_turn', 'grade', 'load_records',
-           'task_of', 'load_spec', 'gold_check']
+           'task_of', 'load_spec', 'missing_data', 'gold_check']
 
 # %% ../nbs/02_data.ipynb #ff65a51f
 @dataclass(frozen=True)
@@ -279,6 +279,18 @@ def load_spec(spec: str, # name:split, e.g. arith:train or gsm8k:test
     "The records of a `name:split` dataset spec."
     name, _, split = spec.partition(":")
     return load_records(task_of(spec), split, data_dir=data_dir, n=n, seed=seed)
+
+# %% ../nbs/02_data.ipynb #4c1f1482
+def missing_data(spec: str, # name:split, e.g. gsm8k:test
+                 data_dir=None, # folder with local copies (default: RACE_DATA_DIR)
+                ) -> str | None:
+    "Why `load_spec(spec, data_dir)` would find no files (the loader's own check of its folder and files, nothing read), or None when it would."
+    name, _, split = spec.partition(":")
+    try:
+        check_choice("dataset", name, tuple(DATASET_SPLITS)); check_choice(f"{name} split", split, DATASET_SPLITS[name])
+        if name != "arith": _local_files(name, split, _data_root(data_dir))
+    except (FileNotFoundError, ValueError) as e: return str(e)
+    return None
 
 # %% ../nbs/02_data.ipynb #72b5d5fa
 def _other(records: list[dict], i: int) -> dict:

@@ -184,7 +184,7 @@ def test_schedules_that_cannot_finish_are_refused_before_submission(tmp_path, ex
     plan = plan_grid(g)
     if msg is None: check_schedule(g, plan); return
     with pytest.raises(GridError, match=msg): check_schedule(g, plan)
-    res = subprocess.run([RACE, "grid", "run", str(grid(tmp_path, "sched", extra=extra)), "--executor", "slurm", "--runs", str(tmp_path / "runs")],
+    res = subprocess.run([RACE, "grid", "run", str(grid(tmp_path, "sched", extra=extra)), "--executor", "slurm", "--cluster", "local", "--runs", str(tmp_path / "runs")],
                          capture_output=True, text=True)
     assert res.returncode == 1 and msg.split(":")[-1].strip() in res.stderr and not (tmp_path / "runs").exists(), res.stderr
 

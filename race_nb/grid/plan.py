@@ -14,8 +14,8 @@ log = logging.getLogger(__name__)
 from .spec import GridError, cell_resources, checkpointing, load_grid
 
 # %% auto #0
-__all__ = ['log', 'plan_grid', 'check_memory', 'check_schedule', 'format_plan', 'memory_summary', 'roofline_summary',
-           'model_summary', 'warning_summary']
+__all__ = ['log', 'plan_grid', 'check_memory', 'check_cycles', 'check_schedule', 'format_plan', 'memory_summary',
+           'roofline_summary', 'model_summary', 'warning_summary']
 
 # %% ../../nbs/07b_grid_plan.ipynb #2060e612
 def _allocation(g: dict, params: dict, resources: dict | None, minutes: float) -> dict:
@@ -103,6 +103,17 @@ def check_memory(g: dict, # a `load_grid` result
         r = bad.iloc[0]
         raise GridError(f"{g.get('name', 'grid')}: cell {r.cell} ({r.model}, {r.reward}, {r.arm}) would not fit its GPU: {r.mem_why}"
                         + (f" ({len(bad) - 1} more cell(s) likewise: race grid plan lists them)" if len(bad) > 1 else ""))
+
+def check_cycles(g: dict, # a `load_grid` result
+                 plan: "pd.DataFrame", # its `plan_grid`
+                 min_cycles: float = 5, # the fewest generation cycles a cell's budget must buy (at full completion length)
+                 where: str | None = None, # what the message names (the grid file; default: the grid's name)
+                ) -> None:
+    "Refuse, before any cell starts, cells whose budget buys fewer than `min_cycles` generation cycles: the count, the fix and the cells' plan rows."
+    low = plan[plan.cycles < min_cycles]
+    if len(low):
+        raise GridError(f"{where or g.get('name', 'grid')}: {len(low)} cell(s) buy fewer than {min_cycles:g} generation cycles; "
+                        f"raise their budgets (or pass min_cycles / --min-cycles):\n{format_plan(low)}")
 
 def check_schedule(g: dict, # a `load_grid` result
                    plan: "pd.DataFrame", # its `plan_grid`

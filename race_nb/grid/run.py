@@ -12,14 +12,15 @@ from tqdm import tqdm
 from ..core import environ, exclusive, last_checkpoint, project_root, trained_record, write_atomic
 from ..config import CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL
 from .spec import GridError, _check_resource_values, cell_resources, checkpointing, load_grid, preflight, tracking_spec
-from .plan import check_memory, check_schedule, format_plan, plan_grid
+from .plan import check_cycles, check_memory, check_schedule, plan_grid
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'STATUSES', 'TEMPLATE', 'ALLOC_CONF', 'STOPPING', 'RUNNER_LOCK_WAIT', 'SUPERSEDED', 'read_status', 'set_status',
-           'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'cell_folders', 'read_params', 'template_path',
-           'run_one_cell', 'usable_cpus', 'cell_threads', 'visible_gpus', 'gpu_slots', 'CellJob', 'run_grid']
+__all__ = ['log', 'STATUSES', 'TEMPLATE', 'ALLOC_CONF', 'STOPPING', 'RUNNER_LOCK_WAIT', 'SLURM_PING_TIMEOUT', 'SUPERSEDED',
+           'read_status', 'set_status', 'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'cell_folders',
+           'read_params', 'template_path', 'run_one_cell', 'usable_cpus', 'cell_threads', 'visible_gpus', 'gpu_slots',
+           'CellJob', 'check_slurm', 'run_grid']
 
 # %% ../../nbs/07b_grid_run.ipynb #3c6f457c
 STATUSES = ("pending", "running", "interrupted", "done", "failed") # as written; readers also see stale and eval-failed (`shown_status`)
@@ -278,10 +279,30 @@ class CellJob:
         return submitit.helpers.DelayedSubmission(CellJob(self.cell_dir, self.params, self.retry_failed, self.threads, self.ckpt, self.wait_seconds))
 
 # %% ../../nbs/07b_grid_run.ipynb #3db0dd05
+SLURM_PING_TIMEOUT = 15 # seconds `scontrol ping` may take before the controller counts as not answering
+
+def check_slurm(cluster: str | None = None, # submitit cluster: None or "slurm" (real Slurm), "local" or "debug" (a rehearsal on this machine)
+               ) -> str:
+    "Refuse, in one line saying which and what to do, a Slurm run where no Slurm can take it: no `sbatch` on PATH, or no controller answering `scontrol ping`. Returns what will run the cells."
+    import shutil
+    if cluster in ("local", "debug"): return f"submitit's {cluster} executor on this machine (a rehearsal of the Slurm path, not Slurm)"
+    if cluster not in (None, "slurm"): raise GridError(f"--cluster {cluster!r}: choose slurm (the default), local or debug")
+    if not shutil.which("sbatch"):
+        raise GridError("--executor slurm: there is no `sbatch` on PATH (no Slurm client on this machine): run from a login node with Slurm, "
+                        "load it (e.g. `module load slurm`), or rehearse the Slurm path here with --cluster local; nothing was started")
+    ping = shutil.which("scontrol")
+    try: r = subprocess.run([ping, "ping"], capture_output=True, text=True, timeout=SLURM_PING_TIMEOUT) if ping else None
+    except subprocess.TimeoutExpired: r = None
+    said = ((r.stdout + r.stderr).strip().splitlines() or [""])[-1][:200] if r is not None else f"no answer within {SLURM_PING_TIMEOUT} s" if ping else "no scontrol on PATH"
+    if r is None or r.returncode != 0 or " UP" not in (r.stdout + r.stderr):
+        raise GridError(f"--executor slurm: `sbatch` is on PATH but no Slurm controller answers (`scontrol ping`: {said}): check that slurmctld "
+                        "runs and SLURM_CONF points at its slurm.conf, or rehearse the Slurm path here with --cluster local; nothing was started")
+    return "Slurm"
+
 def _executor(folder: Path, cluster: str | None, res: dict):
-    "A submitit executor for cells with resources `res` (a `cell_resources` result)."
+    "A submitit executor for cells with resources `res` (a `cell_resources` result): Slurm itself unless `cluster` names a rehearsal (never submitit's automatic fallback to local jobs)."
     import math, submitit
-    ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster, slurm_max_num_timeout=res["max_requeues"])
+    ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster or "slurm", slurm_max_num_timeout=res["max_requeues"])
     p = dict(timeout_min=int(math.ceil(res["time"])), slurm_signal_delay_s=int(res["signal_delay"]), name="race-cell")
     extra = {k.replace("-", "_"): v for k, v in (res.get("sbatch") or {}).items()}
     if res.get("gres"): p["slurm_gres"] = str(res["gres"])  # the site's own spelling of the GPU request, instead of --gpus-per-node
@@ -316,7 +337,8 @@ def _run_slurm(todo: list, # (cell folder, params, resources) of each cell to ru
             raise GridError(f"the cluster refused {len(cells)} cell(s) asking for {', '.join(f'{k}={v}' for k, v in res.items() if v is not None)}: "
                             f"{str(e).strip()[-600:]}" + (f"\nthe sbatch script it refused: {scripts[-1]}" if scripts else "")) from None
         jobs += [(d, j) for (d, _), j in zip(cells, subs)]
-        print(f"submitted {len(cells)} cell(s) as Slurm job {subs[0].job_id.split('_')[0]}: "
+        print((f"submitted {len(cells)} cell(s) as Slurm job {subs[0].job_id.split('_')[0]}: " if cluster in (None, "slurm") else
+               f"started {len(cells)} cell(s) with submitit's {cluster} executor on this machine (a rehearsal, not Slurm; job {subs[0].job_id}): ")
               + ", ".join(f"{k}={v}" for k, v in res.items() if v is not None and k != "by"))
     out = {}
     for d, j in tqdm(jobs, desc="cells", unit="cell"):
@@ -356,15 +378,14 @@ def run_grid(grid_path, # grid YAML
     "Run every cell of a grid that is not done; return the grid's runs folder."
     from race_nb.core import check_choice
     check_choice("executor", executor, ("local", "slurm"))
+    if executor == "slurm": check_slurm(cluster)  # before anything is read or written: Slurm that is Slurm, or a rehearsal said as one
     g = load_grid(grid_path)
     if resources:
         def fail(key, msg): raise GridError(f"resources: {key}: {msg}")
         _check_resource_values(resources, "resources", fail)
     preflight(g)  # every model the grid names loads its config and tokenizer now, not hours into training (the plan reads their configs)
     plan = plan_grid(g, resources=resources)
-    if (plan.cycles < min_cycles).any():
-        raise GridError(f"{grid_path}: {(plan.cycles < min_cycles).sum()} cell(s) buy fewer than {min_cycles:g} generation cycles; "
-                        f"raise their budgets (or pass min_cycles / --min-cycles):\n{format_plan(plan[plan.cycles < min_cycles])}")
+    check_cycles(g, plan, min_cycles, str(grid_path))
     if executor == "slurm": check_schedule(g, plan, resources)  # before anything is submitted
     check_memory(g, plan, gpu=executor == "local" and bool(visible_gpus()))  # a GPU cell that would not fit its GPU: refused before any cell starts
     root = Path(runs_root).resolve() / g["name"]

@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'GRID_KEYS', 'CELL_FIELDS', 'RESOURCE_KEYS', 'CHECKPOINT_KEYS', 'DEFAULT_RESOURCES', 'DEFAULT_CHECKPOINT',
            'ID_NEUTRAL', 'PREFLIGHT_TIMEOUT', 'GridError', 'arm_name', 'arm_spec', 'tracking_spec', 'parse_minutes',
            'cell_resources', 'checkpointing', 'parse_resource_args', 'load_grid', 'cell_id', 'grid_models',
-           'check_kernel', 'preflight']
+           'check_kernel', 'grid_data', 'preflight_problems', 'preflight']
 
 # %% ../../nbs/07a_grid_spec.ipynb #21dbffb5
 GRID_KEYS = ("name", "description", "template", "fixed", "axes", "budgets", "seeds", "resources", "checkpoint", "on_no_signal", "no_signal_steps", "tracking")
@@ -365,30 +365,56 @@ def check_kernel(name: str = "race_nb") -> str:
                         f"run `{sys.executable} -m ipykernel install --sys-prefix --name {name}` again; nothing was run")
     return spec.resource_dir
 
+def grid_data(g: dict) -> list[dict]:
+    "Every dataset a grid's cells read (training prompts and both evaluation sets), once per data folder: the grid key that names it, the spec and the folder (None: RACE_DATA_DIR). A user's notebook reads what it reads: its own check."
+    seen, out = set(), []
+    for c in g["cells"]:
+        p = c["params"]
+        if "template" in p: continue
+        for key in ("train_data", "eval_id", "eval_ood"):
+            k = (p[key], p.get("data_dir"))
+            if k not in seen: seen.add(k); out.append(dict(key=f"fixed.{key}", spec=p[key], data_dir=p.get("data_dir")))
+    return out
+
+def _model_problem(m: dict) -> str | None:
+    "Why a model the grid names does not load its config and tokenizer (None: it does)."
+    import concurrent.futures as cf
+    where = f"{m['key']}: the {m['what']} cannot be loaded from {m['path'] or m['hub_id']}: "
+    if m["path"] is not None:
+        folder = Path(str(m["path"])).expanduser()
+        if not folder.is_dir(): return where + "no such folder (point it at a local copy of the checkpoint)"
+        if not (folder / "config.json").exists(): return where + "no config.json in it"
+        try: _load_check(str(folder))
+        except Exception as e: return where + f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        return None
+    from huggingface_hub import try_to_load_from_cache
+    if isinstance(try_to_load_from_cache(m["hub_id"], "config.json"), str): return None  # in the local hub cache: loads offline
+    if os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() not in ("", "0", "false", "no"):
+        return where + "HF_HUB_OFFLINE=1 and it is not in the local hub cache (set a local path for it)"
+    with cf.ThreadPoolExecutor(1) as ex:  # compute nodes without internet hang on a hub look-up: give it a bound
+        fut = ex.submit(_load_check, m["hub_id"])
+        try: fut.result(timeout=PREFLIGHT_TIMEOUT)
+        except cf.TimeoutError: return where + f"the hub did not answer within {PREFLIGHT_TIMEOUT} s (no internet here? set a local path)"
+        except Exception as e: return where + f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    return None
+
+def preflight_problems(g: dict) -> tuple[list[dict], list[str]]:
+    "(the models checked, every problem found): each model the grid names (`grid_models`) and each dataset its cells read (`grid_data`, the loader's own check)."
+    from race_nb.data import missing_data
+    models = grid_models(g)
+    problems = [p for p in map(_model_problem, models) if p]
+    for d in grid_data(g):
+        why = missing_data(d["spec"], d["data_dir"])
+        if why: problems.append(f"{d['key']}: {d['spec']}: {why}")
+    return models, problems
+
 def preflight(g: dict, # a `load_grid` result
               kernel: str | None = "race_nb", # the cells' Jupyter kernel (`check_kernel`; None: not checked)
              ) -> list[dict]:
-    "Before any cell starts: the cells' Jupyter kernel is installed (`check_kernel`), and every model the grid names loads its config and tokenizer (a local folder offline; a hub id only from the local cache, or online within PREFLIGHT_TIMEOUT). Raises `GridError` in one line naming the grid key and the path of the first that does not; returns what was checked."
-    import concurrent.futures as cf
+    "Before any cell starts: the cells' Jupyter kernel is installed (`check_kernel`), every model the grid names loads its config and tokenizer (a local folder offline; a hub id only from the local cache, or online within PREFLIGHT_TIMEOUT), and every dataset its cells read has its files. Raises `GridError` naming every problem at once (each with its grid key and path); returns the models checked."
     if kernel: check_kernel(kernel)
-    models = grid_models(g)
-    for m in models:
-        bad = lambda why: GridError(f"{g.get('name', 'grid')}: {m['key']}: the {m['what']} cannot be loaded from "
-                                    f"{m['path'] or m['hub_id']}: {why}; nothing was run")
-        if m["path"] is not None:
-            folder = Path(str(m["path"])).expanduser()
-            if not folder.is_dir(): raise bad("no such folder (point it at a local copy of the checkpoint)")
-            if not (folder / "config.json").exists(): raise bad("no config.json in it")
-            try: _load_check(str(folder))
-            except Exception as e: raise bad(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
-            continue
-        from huggingface_hub import try_to_load_from_cache
-        if isinstance(try_to_load_from_cache(m["hub_id"], "config.json"), str): continue  # in the local hub cache: loads offline
-        offline = os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() not in ("", "0", "false", "no")
-        if offline: raise bad("HF_HUB_OFFLINE=1 and it is not in the local hub cache (set a local path for it)")
-        with cf.ThreadPoolExecutor(1) as ex:  # compute nodes without internet hang on a hub look-up: give it a bound
-            fut = ex.submit(_load_check, m["hub_id"])
-            try: fut.result(timeout=PREFLIGHT_TIMEOUT)
-            except cf.TimeoutError: raise bad(f"the hub did not answer within {PREFLIGHT_TIMEOUT} s (no internet here? set a local path)") from None
-            except Exception as e: raise bad(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+    models, problems = preflight_problems(g)
+    name = g.get("name", "grid")
+    if len(problems) == 1: raise GridError(f"{name}: {problems[0]}; nothing was run")
+    if problems: raise GridError(f"{name}: {len(problems)} inputs are missing or do not load; nothing was run:\n" + "\n".join(f"  {p}" for p in problems))
     return models
