@@ -277,11 +277,18 @@ def _pilot(args) -> int:
 # %% ../nbs/20_cli.ipynb #e5a09ee3
 def _grid_command(args) -> int:
     "`race grid run | plan | status | aggregate`; returns the exit status."
-    from race_nb.grid import aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
+    from race_nb.grid import GridInterrupted, aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
     if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.rate, parse_resource_args(args.resources), args.gpu, args.csv, args.runs, args.min_cycles)
     if args.grid_command == "run":
-        root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
-                        min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels, report_to=args.report_to)
+        import signal
+        def stop(signum, frame): raise KeyboardInterrupt  # a termination signal stops the grid as Ctrl-C does: cells marked, folders removed
+        old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+        try: root = run_grid(args.grid, args.runs, args.workers, args.executor, args.retry_failed, args.cluster, parse_resource_args(args.resources),
+                             min_cycles=args.min_cycles, warm_kernels=not args.cold_kernels, report_to=args.report_to)
+        except GridInterrupted as e:
+            print(e, file=sys.stderr); return 130
+        finally:
+            for s, h in old.items(): signal.signal(s, h)
         st = grid_status(root)
         print(st.status.value_counts().to_string())
         return 0 if (st.status == "done").all() else 1
@@ -306,7 +313,7 @@ def _grid_command(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `race` console script; returns the exit status."
     args = _parser().parse_args(argv)
-    from race_nb.grid import GridError
+    from race_nb.grid import GridError, GridInterrupted
     try:
         if args.command == "card":
             print(FlopsLedger.load(args.ledger).compute_card(title=f"compute card: {args.ledger}"))
@@ -327,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "pilot": return _pilot(args)
         elif args.command == "demo":
             return demo(args.workers, args.runs)
+    except GridInterrupted as e:  # Ctrl-C inside a grid (race demo, race pilot): what was done and stopped, and how to resume
+        print(e, file=sys.stderr); return 130
+    except KeyboardInterrupt:
+        print(f"race {args.command}: interrupted", file=sys.stderr); return 130
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError, GridError) as e:
         print(f"race {args.command}: error: {e}", file=sys.stderr)
         return 1

@@ -173,6 +173,17 @@ def warm_manager() -> type:
     return WarmKernelManager
 
 # %% ../nbs/00b_kernels.ipynb #2843c0eb
+def _remove_stale_servers() -> list[str]:
+    "Remove the folders of warm kernel servers whose runner is gone (killed with -9: no finally ran); the folders removed."
+    gone = []
+    for d in Path(socket_dir()).glob("race_k*"):
+        try: pid = int((d / "owner").read_text())
+        except (OSError, ValueError): continue  # not ours, or from before owners were written: left alone
+        try: os.kill(pid, 0)
+        except ProcessLookupError: shutil.rmtree(d, ignore_errors=True); gone.append(str(d))
+        except PermissionError: pass  # another user's runner, alive
+    return gone
+
 def socket_dir() -> str:
     "A folder for the warm server's unix socket: the temp folder when its path is short enough, else /tmp (socket paths hold 107 bytes)."
     d = tempfile.gettempdir()
@@ -187,7 +198,9 @@ def warm_kernels(preload=CELL_PRELOAD, # modules the kernels find imported
                 ):
     "Run a warm kernel server for the block: papermill runs started inside it (here or in processes started here) fork their kernels from it."
     if not enabled or os.environ.get(SOCKET_ENV): yield os.environ.get(SOCKET_ENV); return
+    _remove_stale_servers()
     tmp = Path(tempfile.mkdtemp(prefix="race_k", dir=socket_dir()))  # short: unix socket paths are limited to 107 bytes
+    (tmp / "owner").write_text(str(os.getpid()))  # who made it: a runner killed with -9 leaves it, and the next one removes it
     sock, errlog = tmp / "sock", tmp / "server.log"
     env = {**os.environ, **({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)} if threads else {})}
     with open(errlog, "w") as err:

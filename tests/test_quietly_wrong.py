@@ -75,3 +75,45 @@ def test_plan_refuses_a_budget_that_buys_too_few_cycles(tmp_path):
     assert _run(["grid", "plan", str(grid), "--min-cycles", "0"]).returncode == 0
     run = _run(["grid", "run", str(grid), "--runs", str(tmp_path / "runs")])
     assert run.returncode != 0 and "buy fewer than 5 generation cycles" in run.stderr and not (tmp_path / "runs").exists(), run.stderr
+
+
+CTRL_C = """name: ctrlc
+fixed: {n_eval: 10, eval_max_new_tokens: 64, prompts_per_step: 4, milestones: 0}
+axes: {model: [tiny-s], arm: [n8-m8]}
+budgets: [3.0e10]
+seeds: [0, 1, 2]
+checkpoint: {steps: 2, minutes: null}
+"""
+
+
+def test_ctrl_c_stops_the_grid_in_one_line_and_the_rerun_resumes(tmp_path):
+    "Ctrl-C on `race grid run`: one line (done and stopped counts, how to resume), exit 130, the stopped cells `interrupted`, "
+    "no temporary folder left; the rerun says which cell resumes from which checkpoint, and finishes the grid."
+    import re
+    import signal
+    import tempfile
+    import time
+    from conftest import own_kernel_server
+    from race_nb.grid import grid_status
+    grid, runs = tmp_path / "ctrlc.yaml", tmp_path / "runs"
+    grid.write_text(CTRL_C)
+    tmp = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))  # the runner's TMPDIR (short: its kernel socket lives there)
+    with own_kernel_server():  # the runner starts its own warm kernel server, as outside the tests
+        proc = subprocess.Popen([RACE, "grid", "run", str(grid), "--runs", str(runs), "--workers", "2"], cwd=ROOT, text=True,
+                                env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    root, deadline = runs / "ctrlc", time.time() + 300
+    while time.time() < deadline and not list(root.glob("*/trl/checkpoint-*/ledger.parquet")): time.sleep(0.2)
+    assert list(root.glob("*/trl/checkpoint-*/ledger.parquet")), "no cell checkpointed in time"
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the runner and its workers
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-3000:])
+    last = err.strip().splitlines()[-1]
+    m = re.fullmatch(r"interrupted: (\d+) done, (\d+) stopped; `race grid run` again resumes them", last)
+    assert m and "Traceback" not in err, err[-3000:]
+    st = grid_status(root)
+    assert int(m[2]) >= 1 and (st.status == "interrupted").sum() == int(m[2]) and set(st.status) <= {"done", "interrupted", "pending"}, st
+    assert not list(tmp.glob("race_k*")), list(tmp.iterdir())  # the warm kernel server's socket folder is gone
+    resumed = [d.name for d in root.iterdir() if list(d.glob("trl/checkpoint-*/ledger.parquet")) and not (d / "trained.json").exists()]
+    res = subprocess.run([RACE, "grid", "run", str(grid), "--runs", str(runs), "--workers", "2"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert res.returncode == 0 and (grid_status(root).status == "done").all(), res.stdout[-2000:] + res.stderr[-2000:]
+    for c in resumed: assert re.search(rf"cell {c}: resuming from checkpoint \d+", res.stdout), (c, res.stdout[-2000:])

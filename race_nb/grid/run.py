@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'STATUSES', 'TEMPLATE', 'ALLOC_CONF', 'STOPPING', 'RUNNER_LOCK_WAIT', 'SLURM_PING_TIMEOUT', 'SUPERSEDED',
            'read_status', 'set_status', 'valid_metrics', 'shown_status', 'cell_done', 'cell_lock', 'cell_folders',
            'read_params', 'template_path', 'run_one_cell', 'usable_cpus', 'cell_threads', 'visible_gpus', 'gpu_slots',
-           'CellJob', 'check_slurm', 'run_grid']
+           'CellJob', 'check_slurm', 'run_grid', 'GridInterrupted']
 
 # %% ../../nbs/07b_grid_run.ipynb #3c6f457c
 STATUSES = ("pending", "running", "interrupted", "done", "failed") # as written; readers also see stale and eval-failed (`shown_status`)
@@ -149,6 +149,15 @@ def _stopped(e: Exception) -> bool:
     return STOPPING.is_set() or getattr(e, "ename", None) == "CellInterrupted"
 
 RUNNER_LOCK_WAIT = 2.0 # seconds a runner keeps trying a cell's lock, so a status probe at that instant does not make it skip the cell
+_RUNNING = threading.Event() # set while this process executes a cell: a local worker takes Ctrl-C only then
+
+@contextlib.contextmanager
+def _ignoring_interrupts():
+    "Inside, SIGINT is ignored (a second Ctrl-C must not cut a status write in half); the handler before comes back after."
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try: yield
+    finally: signal.signal(signal.SIGINT, old)
 
 def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str = "race_nb", threads: int | None = None,
                  checkpoint: dict | None = None, # train_cell's checkpoint settings (`checkpointing(grid)`)
@@ -166,7 +175,19 @@ def run_one_cell(cell_dir, params: dict, retry_failed: bool = False, kernel: str
         where = {k: os.environ[v] for k, v in (("gpus_visible", "CUDA_VISIBLE_DEVICES"), ("slurm_job", "SLURM_JOB_ID"),
                                                 ("slurm_restarts", "SLURM_RESTART_COUNT")) if v in os.environ}
         set_status(cell_dir, "running", start=t0, **where); _attempt(cell_dir, "start")
-        try: _execute(cell_dir, params, kernel, checkpoint)
+        if (ck := last_checkpoint(cell_dir / "trl")) is not None and trained_record(cell_dir) is None:
+            print(f"cell {cell_dir.name}: resuming from checkpoint {ck.name.split('-')[-1]}", flush=True)
+        try:
+            _RUNNING.set()
+            try: _execute(cell_dir, params, kernel, checkpoint)
+            finally: _RUNNING.clear()
+        except KeyboardInterrupt:  # Ctrl-C (or the runner's stop): the cell is interrupted, resumable; the runner decides what next
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # papermill's kernel tasks, cut short: not a traceback for the user
+            stage = "evaluation" if trained_record(cell_dir) is not None else "training"
+            with _ignoring_interrupts():
+                set_status(cell_dir, "interrupted", start=t0, end=time.time(), stage=stage, reason="interrupted (Ctrl-C)", **where)
+                _attempt(cell_dir, "interrupted")
+            raise
         except Exception as e:  # any failure of the cell is recorded, not raised: the grid goes on
             stage = "evaluation" if trained_record(cell_dir) is not None else "training"
             if _stopped(e):
@@ -209,10 +230,15 @@ def gpu_slots(gpus: list[str], # visible GPUs (`visible_gpus`)
                         f"use --workers {len(slots)} or fewer, or hide the GPUs (CUDA_VISIBLE_DEVICES=) to run on CPU")
     return slots
 
+def _worker_interrupt(signum, frame) -> None:
+    "A local worker's SIGINT: a KeyboardInterrupt in the cell it runs (marked interrupted there); nothing while it waits for one."
+    if _RUNNING.is_set(): raise KeyboardInterrupt
+
 def _worker_start(slots) -> None:
-    "A local worker: die with the runner; take one GPU slot."
+    "A local worker: die with the runner; take one GPU slot; Ctrl-C stops the cell it runs, never the worker's wait for one."
     from race_nb.kernels import die_with_parent
     die_with_parent()
+    signal.signal(signal.SIGINT, _worker_interrupt)
     if slots is not None: os.environ["CUDA_VISIBLE_DEVICES"] = slots.get()
 
 # %% ../../nbs/07b_grid_run.ipynb #4abb0bc7
@@ -237,7 +263,15 @@ def _run_local(todo: list, workers: int | None, retry_failed: bool, warm: bool =
             for s in slots: q.put(s)
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start, initargs=(q if slots else None,)) as ex:
                 futs = {ex.submit(run_one_cell, d, p, retry_failed, "race_nb", threads, checkpoint): d for d, p in todo}
-                for f in as_completed(futs): done(futs[f].name, f.result())
+                try:
+                    for f in as_completed(futs): done(futs[f].name, f.result())
+                except KeyboardInterrupt:  # Ctrl-C: every worker stops its cell (a `kill -INT` of the runner alone reaches them too), none starts another
+                    with _ignoring_interrupts():
+                        for f in futs: f.cancel()
+                        for proc in list(getattr(ex, "_processes", {}).values()):
+                            with contextlib.suppress(ProcessLookupError): os.kill(proc.pid, signal.SIGINT)
+                        ex.shutdown(wait=True, cancel_futures=True)
+                    raise
     finally: bar.close()
     return out
 
@@ -411,8 +445,24 @@ def run_grid(grid_path, # grid YAML
                         TRACK_ENV: json.dumps(track) if track["report_to"] else None,
                         # trackio reads its folder when it is imported (the warm kernel server may import it): set before any kernel starts
                         **({"TRACKIO_DIR": str(root / "_tracking" / "trackio")} if "trackio" in track["report_to"] else {})}):
-            if executor == "local":
-                per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
-                _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
-            else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, g)
+            try:
+                if executor == "local":
+                    per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
+                    _run_local([(d, p) for d, p, _ in todo], workers, retry_failed, warm_kernels, checkpointing(g), per_cell)
+                else: _run_slurm(todo, root / "_submitit", retry_failed, cluster, g)
+            except KeyboardInterrupt:
+                done = lambda: sum(cell_done(root / c["id"]) for c in g["cells"])
+                if executor == "slurm":  # the jobs are Slurm's: they go on without this runner
+                    raise GridInterrupted(root, done(), 0, "stopped waiting for Slurm: its jobs go on (`race grid status` follows them, `scancel` stops them)") from None
+                with _ignoring_interrupts():
+                    stopped = [d for d, *_ in todo if read_status(d)["status"] in ("running", "interrupted") and not cell_done(d)]
+                    for d in stopped:  # a cell stopped before its own handler ran (its worker killed): interrupted, not stale
+                        if read_status(d)["status"] == "running": set_status(d, "interrupted", reason="interrupted (Ctrl-C)")
+                    raise GridInterrupted(root, done(), len(stopped)) from None
     return root
+
+class GridInterrupted(Exception):
+    "A grid run stopped by Ctrl-C (or a termination signal): its cells done and stopped; a rerun resumes the stopped ones."
+    def __init__(self, root: Path, done: int, stopped: int, note: str | None = None):
+        self.root, self.done, self.stopped = root, done, stopped
+        super().__init__(f"interrupted: {done} done, " + (note or f"{stopped} stopped; `race grid run` again resumes them"))
