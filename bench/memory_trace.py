@@ -25,7 +25,6 @@ ROWS = [  # config, phase, batch, seq, lora_r, checkpointing, cache
 GENERATION = [  # config, rows, prompt, new tokens, rollouts per prompt (None: each row its own prompt): race_nb.fastgen at the paper cell's batch
     ("qwen2.5-7b", 256, 512, 2048, 16),
     ("qwen2.5-7b", 256, 1024, 2048, 16),
-    ("qwen2.5-7b", 256, 512, 2048, None),
 ]
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from .core import atomic_path, check_positive, write_atomic
 
 # %% auto #0
-__all__ = ['CONTRACT_PARAMS', 'FLOP_CHECK_ENV', 'CELL_DIR_ENV', 'TemplateError', 'template_parameters', 'template_sha',
-           'check_template', 'cell_mismatches', 'finish_run']
+__all__ = ['CONTRACT_PARAMS', 'FLOP_CHECK_ENV', 'CELL_DIR_ENV', 'NOT_PARAMETERS', 'EXTRA_CELL_PARAMS', 'TemplateError',
+           'template_parameters', 'template_sha', 'check_template', 'ParameterError', 'unknown_parameters',
+           'check_parameters', 'cell_parameters_source', 'cell_config', 'cell_mismatches', 'finish_run']
 
 # %% ../nbs/06a_contract.ipynb #ab439e48
 CONTRACT_PARAMS = ("n", "m", "mu", "beta", "budget", "seed", "output_dir") # what a cell notebook's parameters cell must declare
@@ -77,6 +78,75 @@ def check_template(path) -> dict:
     if "finish_run" not in called:
         raise TemplateError(f"{path}: it never calls finish_run; end with race_nb.contract.finish_run(trainer, targets, output_dir)")
     return params
+
+# %% ../nbs/06a_contract.ipynb #2c5fb696
+NOT_PARAMETERS = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"}) # what an IPython kernel's namespace holds before any cell runs
+EXTRA_CELL_PARAMS = ( # race_nb's cell template declares these beside every CellConfig field
+    ("params_file", "str", '""', "params.yaml of a grid cell (`race grid run` writes it): every CellConfig field; empty: the fields below"),
+    ("output_dir", "str", '""', "folder for metrics.json, ledger.parquet and the adapter; empty: beside the output notebook (papermill --inject-output-path), else a temporary folder"),
+    ("overrides", "dict", "{}", "CellConfig fields to change, e.g. -y '{overrides: {budget: 2.0e+11, arm: n16-m4}}'"),
+    ("checkpoint", "dict", "{}", "train_cell's checkpoint settings: checkpoint_steps, checkpoint_minutes, checkpoint (grids pass their `checkpoint:` block)"),
+    ("PAPERMILL_OUTPUT_PATH", "str", '""', "set by papermill --inject-output-path: the output notebook, beside which the cell's folder goes"))
+
+class ParameterError(ValueError):
+    "A parameter the notebook does not declare (a misspelt `papermill -p`)."
+
+def unknown_parameters(ns: dict, # the notebook's globals() right after its parameters cell (and papermill's injected cell)
+                       declared=None, # the names it declares (default: what its parameters cell annotates, `ns["__annotations__"]`)
+                      ) -> list[str]:
+    "Parameters papermill injected that the notebook does not declare: data-valued globals (not modules, functions or classes) that were never annotated."
+    import inspect
+    declared = set(ns.get("__annotations__", {}) if declared is None else declared)
+    data = lambda v: not (inspect.ismodule(v) or inspect.isroutine(v) or inspect.isclass(v))
+    return sorted(k for k, v in ns.items() if not k.startswith("_") and k not in NOT_PARAMETERS and k not in declared and data(v))
+
+def check_parameters(ns: dict, declared=None) -> None:
+    "Refuse the parameters a notebook does not declare (`unknown_parameters`), naming the close valid ones: a misspelt `-p` fails the run instead of running at the default."
+    import difflib
+    bad = unknown_parameters(ns, declared)
+    if not bad: return
+    names = sorted(set(ns.get("__annotations__", {}) if declared is None else declared))
+    hints = [f"{b!r}" + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if (close := difflib.get_close_matches(b, names, n=3, cutoff=0.6)) else "")
+             for b in bad]
+    raise ParameterError(f"unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(hints)}: this notebook declares {', '.join(names)}; "
+                         "nothing was run")
+
+def _default_source(v) -> str:
+    "A default as the parameters cell writes it (floats in exponent form where that is shorter)."
+    if isinstance(v, float):
+        m, _, e = f"{v:e}".partition("e")
+        short = f"{m.rstrip('0').rstrip('.')}e{e}"
+        return short if len(short) < len(repr(v)) and float(short) == v else repr(v)
+    return repr(v)
+
+def cell_parameters_source() -> str:
+    "The parameters cell of race_nb's cell template, written from `CellConfig`: every field with its type, default and comment, then `EXTRA_CELL_PARAMS`."
+    import dataclasses, inspect, re
+    from race_nb.config import CellConfig
+    comments = {m.group(1): m.group(2) for m in re.finditer(r"^\s+(\w+): [^=\n]+=[^#\n]*#\s*(.*)$", inspect.getsource(CellConfig), re.M)}
+    lines = ["# every CellConfig field with its default (written by race_nb.contract.cell_parameters_source: a test holds this cell to it)"]
+    for f in dataclasses.fields(CellConfig):
+        v = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        lines.append(f"{f.name}: {f.type} = {_default_source(v)}  # {comments.get(f.name, '')}".rstrip(" #"))
+    lines.append("# the cell's own")
+    lines += [f"{n}: {t} = {d}  # {c}" for n, t, d, c in EXTRA_CELL_PARAMS]
+    return "\n".join(lines)
+
+def cell_config(ns: dict) -> tuple:
+    "(the cell's `CellConfig`, its output folder) from the template's globals(): unknown parameters refused; `params_file`, then every field given a value other than its default, then `overrides`."
+    import dataclasses, tempfile
+    from race_nb.config import CellConfig
+    check_parameters(ns)
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory() for f in dataclasses.fields(CellConfig)}
+    given = {k: ns[k] for k, d in defaults.items() if k in ns and ns[k] != d}
+    cfg = CellConfig.from_yaml(ns.get("params_file") or None, **{**given, **(ns.get("overrides") or {})})
+    if ns.get("output_dir"): out = Path(ns["output_dir"])
+    elif ns.get("PAPERMILL_OUTPUT_PATH"): out = Path(ns["PAPERMILL_OUTPUT_PATH"]).with_suffix("")  # out.ipynb -> out/
+    else:
+        out = Path(tempfile.mkdtemp(prefix="race_cell_"))
+        print(f"no output_dir (and no papermill --inject-output-path): this cell writes into the temporary folder {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    return cfg, out
 
 # %% ../nbs/06a_contract.ipynb #6732b787
 def _targets(targets: dict) -> tuple[dict, dict]:
