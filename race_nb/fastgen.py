@@ -331,6 +331,7 @@ def fast_generate(model, input_ids: torch.Tensor, # [B, P] left-padded prompt id
     if check_every < 1: raise ValueError(f"check_every must be >= 1, got {check_every}")
     B, P = input_ids.shape
     if groups is not None and len(groups) != B: raise ValueError(f"groups must give one group per row ({B}), got {len(groups)}")
+    if groups is not None and len(set(groups)) == B: groups = None  # every row its own prompt: nothing to share
     dec = FastDecoder(model, checked, merge=merge, fuse=fuse)
     T, C, dev, dtype = P + max_new_tokens, max_new_tokens, input_ids.device, dec.embed.dtype
     asked = (dev.type == "cuda") if graphs is None else graphs
