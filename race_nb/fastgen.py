@@ -9,6 +9,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
+from torch._subclasses.fake_tensor import is_fake
 from .config import COMPACT_SHARE, PREFILL_TOKENS
 
 log = logging.getLogger(__name__)
@@ -76,8 +77,8 @@ class _Linear:
                 w, lo = full.to(w.dtype), []
                 self.merge_flops += 2 * a.shape[0] * a.shape[1] * b.shape[0]
                 # what the rounding loses of the adapter's update s B A (squared Frobenius norms: its output's share for isotropic inputs)
-                self.lost += float(torch.linalg.vector_norm(w.float() - full) ** 2)
-                self.adapter += float(torch.linalg.vector_norm(full - base.weight.float()) ** 2)
+                self.lost = self.lost + torch.linalg.vector_norm(w.float() - full) ** 2  # on the device: read once per decoder
+                self.adapter = self.adapter + torch.linalg.vector_norm(full - base.weight.float()) ** 2
                 del full
             ws.append(w); bs.append(base.bias)
             self.loras.append([(a.to(w.dtype), b.to(w.dtype), s) for a, b, s in lo])
@@ -133,7 +134,7 @@ class FastDecoder:
         if attention not in ("matmul", "sdpa"): raise ValueError(f"attention must be 'matmul' or 'sdpa', got {attention!r}")
         self.rotary, self.merge_refused, self.attention = core.rotary_emb, None, attention
         self._build(m, core, fuse, merge)
-        if merge and self.merge_lost > MERGE_LOSS_LIMIT:  # the merged copy would sample from another policy: apply the adapter unmerged
+        if merge and (self.merge_lost or 0.) > MERGE_LOSS_LIMIT:  # the merged copy would sample from another policy: apply the adapter unmerged
             self.merge_refused = (f"rounding the merged weights to {str(self.embed.dtype).replace('torch.', '')} loses {self.merge_lost:.1%} of the "
                                   f"adapter's output (limit {MERGE_LOSS_LIMIT:.0%})")
             spent, lost = self.merge_flops, self.merge_lost  # the merge ran before it was refused
@@ -148,8 +149,11 @@ class FastDecoder:
                             gu=lin(l.mlp.gate_proj, l.mlp.up_proj), down=lin(l.mlp.down_proj)) for l in core.layers]
         lins = [self.head] + [v for L in self.layers for v in L.values() if isinstance(v, _Linear)]
         self.merge_flops, self.merged = sum(v.merge_flops for v in lins), merge
-        adapter = sum(v.adapter for v in lins)
-        self.merge_lost = (sum(v.lost for v in lins) / adapter) ** 0.5 if adapter > 0 else 0.  # share of the adapter's update lost to rounding
+        adapter, lost = sum(v.adapter for v in lins), sum(v.lost for v in lins)
+        if isinstance(adapter, torch.Tensor) and is_fake(adapter): self.merge_lost = None  # a weightless trace: nothing to measure
+        else:
+            adapter, lost = float(adapter), float(lost)  # one host read per decoder, not per layer
+            self.merge_lost = (lost / adapter) ** 0.5 if adapter > 0 else 0.  # share of the adapter's update lost to rounding
 
     def new_cache(self, batch: int, length: int, zeroed: bool = False) -> list:
         "A (K, V) pair per layer, [batch, kv heads, length, head dim] each, in the weights' dtype; `zeroed` where steps read past the filled length (graphs: masked keys must not hold NaN)."
