@@ -329,12 +329,24 @@ def stage_p(cuda: bool, tmp: Path) -> dict:
     return rec
 
 
+def random_lora_policy(config: dict, r: int, device: str):
+    "A causal LM of `config` with random bf16 weights built on `device` and a rank-`r` LoRA adapter on every linear layer (peft's init: B = 0), in eval mode."
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from race_nb.flops import LINEARS
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{k: v for k, v in config.items() if k not in ("architectures", "torch_dtype")}),
+                                                 dtype=torch.bfloat16)
+    return get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=list(LINEARS), lora_dropout=0.0)).eval()
+
+
 def stage_d(cuda: bool, tmp: Path) -> dict:
     "Decode-step seconds per path (fastgen eager / graphs / graphs merged, transformers + DynamicCache) against the roofline's ideal time."
     import gc, torch
     import torch.nn.functional as F
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+    from transformers import DynamicCache
     from race_nb.fastgen import FastDecoder, StepGraphs, cuda_capture, eager_capture
     from race_nb.flops import LINEARS, LoraSpec, ModelFlops, load_config
     from race_nb.roofline import gpu_spec, step_weight_bytes
@@ -368,11 +380,7 @@ def stage_d(cuda: bool, tmp: Path) -> dict:
         return [dict(name=e.key[:80], us=getattr(e, key)) for e in sorted(ev, key=lambda e: -getattr(e, key))[:8]], dict(split)
     for config in configs:
         c = load_config(config)
-        torch.manual_seed(0)
-        with torch.device(dev):
-            model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{k: v for k, v in c.items() if k not in ("architectures", "torch_dtype")}),
-                                                     dtype=torch.bfloat16)
-        model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=list(LINEARS), lora_dropout=0.0)).eval()
+        model = random_lora_policy(c, r, dev)
         mf = ModelFlops.from_config(c, lora=LoraSpec(r, LINEARS))
         for n in contexts:
             T = n + timed + 8
@@ -429,18 +437,13 @@ def stage_d(cuda: bool, tmp: Path) -> dict:
 def stage_g(cuda: bool, tmp: Path) -> dict:
     "Fast generation's peak memory at the paper cell's 7B shape against race_nb.memory's plan for it (each figure written as measured)."
     import gc, torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoConfig, AutoModelForCausalLM
     from race_nb.fastgen import fast_generate
-    from race_nb.flops import LINEARS, load_config
+    from race_nb.flops import load_config
     from race_nb.memory import GiB, planned_peak
     dev = "cuda" if cuda else "cpu"
     config, (B, P, C, group, r) = ("qwen2.5-7b", (256, 512, 2048, 16, 64)) if cuda else ("tiny-s", (32, 16, 24, 4, 8))
     c = load_config(config)
-    torch.manual_seed(0)
-    with torch.device(dev):
-        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{k: v for k, v in c.items() if k not in ("architectures", "torch_dtype")}), dtype=torch.bfloat16)
-    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=list(LINEARS), lora_dropout=0.0)).eval()
+    model = random_lora_policy(c, r, dev)
     mem = lambda: torch.cuda.max_memory_allocated() / GiB if cuda else None
     if cuda: torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
     rec = dict(shape=f"{config}: {B} rows of {P}-token prompts, {group} rollouts per prompt stored once, {C} new tokens, LoRA r {r}, bf16",

@@ -184,6 +184,17 @@ def _fake_model(config: dict, lora_r: int | None, layers: int | None):
         finally: torch.nn.Module.to = to
     finally: torch.set_default_dtype(old)
 
+def _fake_trace(config, lora_r: int | None, layers: int | None, run) -> dict:
+    "Peak memory in bytes by kind of `run(model, tracker)` on a weightless model of `config` (its real widths; `layers` cuts the depth)."
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from race_nb.flops import load_config
+    with _fake_friendly(), FakeTensorMode():
+        mt = MemTracker()
+        run(_fake_model(load_config(config), lora_r, layers), mt)
+        snap = mt.get_tracker_snapshot("peak")
+    return {str(k).split(".")[-1]: int(v) for k, v in next(iter(snap.values())).items()}
+
 def traced_peak(config, # a model config (name, folder, dict)
                 phase: str, # "update" (forward, backward, AdamW step) or "forward" (no grad)
                 batch: int, seq: int, # sequences and tokens each
@@ -194,13 +205,8 @@ def traced_peak(config, # a model config (name, folder, dict)
                ) -> dict:
     "Peak memory in bytes by kind (PARAM, GRAD, OPT, ACT, TEMP, Total) of one phase at the config's real widths, traced with fake tensors."
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed._tools.mem_tracker import MemTracker
-    from race_nb.flops import load_config
-    with _fake_friendly(), FakeTensorMode():
-        model = _fake_model(load_config(config), lora_r, layers)
+    def run(model, mt):
         ids = torch.randint(0, 1000, (batch, seq))
-        mt = MemTracker()
         if phase == "update":
             if checkpointing:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(use_reentrant=False)); model.enable_input_require_grads()
@@ -212,9 +218,7 @@ def traced_peak(config, # a model config (name, folder, dict)
         else:
             mt.track_external(model)
             with mt, torch.no_grad(): model(input_ids=ids, use_cache=cache, **({"logits_to_keep": 1} if lora_r else {}))
-        snap = mt.get_tracker_snapshot("peak")
-    return {str(k).split(".")[-1]: int(v) for k, v in next(iter(snap.values())).items()}
-
+    return _fake_trace(config, lora_r, layers, run)
 
 def traced_generation_peak(config, # a policy config (name, folder, dict)
                            batch: int, prompt_len: int, new_tokens: int, # rows, padded prompt tokens, tokens generated (every row to the end)
@@ -224,19 +228,13 @@ def traced_generation_peak(config, # a policy config (name, folder, dict)
                           ) -> dict:
     "Peak memory in bytes by kind of `race_nb.fastgen.fast_generate` at the config's real widths in CUDA's layout (bf16 base weights read in place, no fused copies), traced with fake tensors."
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed._tools.mem_tracker import MemTracker
-    from race_nb.flops import load_config
     from race_nb.fastgen import fast_generate
-    with _fake_friendly(), FakeTensorMode():
-        model = _fake_model(load_config(config), lora_r, layers)
+    def run(model, mt):
         ids = torch.randint(0, 1000, (batch, prompt_len))
-        mt = MemTracker()
         mt.track_external(model)
         groups = [r // group for r in range(batch)] if group else None
         with mt: fast_generate(model, ids, max_new_tokens=new_tokens, eos_token_id=None, checked=True, fuse=False, groups=groups)  # no EOS: no host sync
-        snap = mt.get_tracker_snapshot("peak")
-    return {str(k).split(".")[-1]: int(v) for k, v in next(iter(snap.values())).items()}
+    return _fake_trace(config, lora_r, layers, run)
 
 # %% ../nbs/04c_memory.ipynb #355d5786
 def planned_peak(config, phase: str, batch: int, seq: int, lora_r: int | None = 64, checkpointing: bool = True, cache: bool = True,
