@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses, functools, math, warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import yaml
@@ -13,11 +14,14 @@ from ..core import check_choice, check_positive
 from ..config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
 from .keys import *
 from .contrast import *
+from .contrast import _one_cell_each
 from .fits import *
 from .diagnose import *
 
 # %% auto #0
-__all__ = ['PAPER', 'target_disagreement', 'shift_test', 'argmax_frequencies', 'disagreement_pattern', 'size_coupling']
+__all__ = ['PAPER', 'CLAIM_MARGIN', 'RATE_MARGIN', 'target_disagreement', 'Claim', 'claim_value', 'claim_above', 'claim_below',
+           'verdict', 'seed_interval', 'share_interval', 'interval_text', 'shift_test', 'argmax_frequencies',
+           'disagreement_pattern', 'size_coupling']
 
 # %% ../../nbs/08_race.claims.ipynb #900a3d73
 def target_disagreement(results: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
@@ -32,53 +36,121 @@ def target_disagreement(results: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
 # %% ../../nbs/08_race.claims.ipynb #87aff0d6
 PAPER = dict(rho_rule=0.72, rho_model=0.445) # arXiv 2607.13389 (as its summaries report it)
 
-def _boot_best(g: pd.DataFrame, target: str, rng, n_boot: int) -> np.ndarray:
-    "Bootstrap of rho* (realised rho of the arm with the best mean target), resampling each arm's cells."
-    by_arm = {a: (d[target].to_numpy(float), d.rho.to_numpy(float)) for a, d in g.groupby("arm")}
-    if min(len(y) for y, _ in by_arm.values()) < 2: return np.full(n_boot, np.nan)  # one seed per arm: no interval
-    out = np.empty(n_boot)
-    for b in range(n_boot):
-        draws = {a: rng.integers(0, len(y), len(y)) for a, (y, _) in by_arm.items()}
-        best = max(by_arm, key=lambda a: by_arm[a][0][draws[a]].mean())
-        out[b] = by_arm[best][1][draws[best]].mean()
-    return out
+# %% ../../nbs/08_race.claims.ipynb #d812f170
+CLAIM_MARGIN = 0.1 # equivalence margin of a claimed rho: the paper's value p is the region [p - 0.1, p + 0.1]
+RATE_MARGIN = 0.1 # equivalence margin of a claimed rate (RACE's same-regime rate 1.0 is [0.9, 1])
+
+class Claim(NamedTuple):
+    "A claim of the paper as the closed region [lo, hi] its quantity must lie in, and how it is said."
+    lo: float
+    hi: float
+    says: str
+
+def claim_value(p: float, margin: float = CLAIM_MARGIN, hi: float = math.inf) -> Claim:
+    "The region of a reported value: p within the equivalence margin (capped at `hi`: a rate cannot pass 1)."
+    return Claim(p - margin, min(p + margin, hi), f"{p:g} within {margin:g}")
+
+def claim_above(x: float = 0.0, says: str | None = None) -> Claim:
+    "The region of a direction or a majority: strictly above x."
+    return Claim(float(np.nextafter(x, math.inf)), math.inf, says or f"above {x:g}")
+
+def claim_below(x: float = 0.0, says: str | None = None) -> Claim:
+    "The region strictly below x."
+    return Claim(-math.inf, float(np.nextafter(x, -math.inf)), says or f"below {x:g}")
+
+def verdict(lo: float, hi: float, # the quantity's 95% interval (NaN: none)
+            claim: Claim, # the region the paper's claim puts the quantity in
+           ) -> str:
+    "The one verdict rule: reproduced when [lo, hi] lies inside the claim's region, not reproduced when it lies wholly outside, inconclusive (with why) when it straddles an edge, is missing or has no width."
+    if not (np.isfinite(lo) and np.isfinite(hi)): return "inconclusive (one seed: no interval)"
+    if hi < lo: raise ValueError(f"verdict: an interval [{lo}, {hi}] with its ends reversed")
+    if hi - lo <= 1e-12: return "inconclusive (an interval of no width: the seeds agree exactly, so no spread was measured)"
+    if claim.lo <= lo and hi <= claim.hi: return "reproduced"
+    if hi < claim.lo or lo > claim.hi: return "not reproduced"
+    return f"inconclusive (the interval straddles the edge of the claim: {claim.says})"
+
+def seed_interval(values, # one value per training seed (NaN dropped)
+                  alpha: float = 0.05) -> tuple[float, float, float]:
+    "(mean, lo, hi): the t interval on seeds - 1 degrees of freedom; NaN ends with one seed; zero width only where every seed gave the same value."
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if not len(v): return (math.nan, math.nan, math.nan)
+    m = float(v.mean())
+    if len(v) < 2: return (m, math.nan, math.nan)
+    h = t_quantile(1 - alpha / 2, len(v) - 1) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    return (m, m - h, m + h)
+
+def share_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float, float]:
+    "(k / n, lo, hi): a share of configurations with its exact (Clopper-Pearson) interval; NaN with n = 0."
+    from race_nb.forecast import clopper_pearson
+    if n == 0: return (math.nan, math.nan, math.nan)
+    return (k / n, *clopper_pearson(k, n, alpha))
+
+def interval_text(est: float, lo: float, hi: float, digits: int = 2, sign: bool = False) -> str:
+    "An estimate and its 95% interval as people read it; says why there is none rather than printing NaN or a zero width."
+    if not np.isfinite(est): return "-"
+    f = f"{{:{'+' if sign else ''}.{digits}f}}"
+    if not (np.isfinite(lo) and np.isfinite(hi)): return f.format(est) + " (one seed: no interval)"
+    if hi - lo <= 1e-12: return f.format(est) + " (seeds agree exactly: no interval)"
+    return f"{f.format(est)} [{f.format(lo)}, {f.format(hi)}]"
 
 # %% ../../nbs/08_race.claims.ipynb #c8136f3e
+def _seed_best(ok: pd.DataFrame, keys: list, target: str) -> pd.DataFrame:
+    "Per configuration and training seed: the arm with the best `target` in that seed, its rho and rho' (the seed replicates the configuration)."
+    ok = ok.assign(rho_p=rho_prime(ok))
+    _one_cell_each(ok, tuple(keys) + ("arm", "seed"))
+    best = ok.loc[ok.groupby(keys + ["seed"], dropna=False)[target].idxmax()]
+    return best[keys + ["seed", "arm", "rho", "rho_p"]].rename(columns={"arm": "best_arm"}).reset_index(drop=True)
+
+def _no_move(ok: pd.DataFrame, best: pd.DataFrame, keys: list) -> pd.DataFrame:
+    "Per model-based configuration and seed: the rho it would show if its best arm were its rule-based siblings' (same keys but the reward), averaged over them."
+    rest = [k for k in keys if k != "reward"]
+    rho = ok.set_index(keys + ["arm", "seed"]).rho
+    rows = []
+    for _, m in best[~best.reward.isin(RULE_REWARDS)].iterrows():
+        sib = best[best.reward.isin(RULE_REWARDS) & (best.seed == m.seed)]
+        for k in rest: sib = sib[sib[k] == m[k]]
+        vals = [rho.get(tuple(m[k] for k in keys) + (a, m.seed), np.nan) for a in sib.best_arm]
+        rows.append(dict({k: m[k] for k in keys}, seed=m.seed, rho=np.nanmean(vals) if vals and np.isfinite(vals).any() else np.nan))
+    return pd.DataFrame(rows, columns=keys + ["seed", "rho"])
+
 def shift_test(results: pd.DataFrame, # done cells of a grid with rule-based and model-based rewards
                target: str = "native_reward", # the paper's claim is on the native reward
-               n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+               alpha: float = 0.05,
               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Per configuration (`group_keys`): winning arm and rho* with an interval; per kind of feedback: mean rho*, and rule minus model, beside the paper."
+    "Per configuration: its best arm, rho* (each seed's best arm's realised rho, averaged) and which arm won in each seed; per kind of feedback: mean rho*, rule minus model in rho and rho', and the shift if no best arm moved, each per seed, then over seeds."
     ok = usable_cells(results, target)
+    if ok.empty: return pd.DataFrame(), pd.DataFrame()
     keys = group_keys(ok)
-    rng, rows, boots = np.random.default_rng(seed), [], {}
+    best = _seed_best(ok, keys, target)
+    rows = []
     for cfg, g in config_groups(ok, keys):
+        b = select_config(best, cfg)
         mean = g.groupby("arm")[[target, "rho"]].mean()
-        b = _boot_best(g, target, rng, n_boot)
-        boots[tuple(cfg.values())] = b
-        lo, hi = np.quantile(b, [alpha / 2, 1 - alpha / 2]) if np.isfinite(b).all() else (np.nan, np.nan)
+        wins = b.best_arm.value_counts()  # an argmax over a few arms: per configuration the seeds' winners, not an interval
         rows.append(dict(cfg, feedback="rule-based" if cfg["reward"] in RULE_REWARDS else "model-based",
-                         best_arm=mean[target].idxmax(), rho_star=mean.rho[mean[target].idxmax()], lo=lo, hi=hi, n_cells=len(g),
-                         rho_range=float(mean.rho.max() - mean.rho.min())))
+                         best_arm=mean[target].idxmax(), rho_star=float(b.rho.mean()), rho_prime_star=float(b.rho_p.mean()),
+                         seed_winners=", ".join(f"{a} in {n} of {len(b)}" for a, n in wins.items()), seed_rhos=tuple(b.rho),
+                         seeds=len(b), n_cells=len(g), rho_range=float(mean.rho.max() - mean.rho.min())))
     per = pd.DataFrame(rows)
-    if per.empty: return per, pd.DataFrame()
-    kinds, ri = [], keys.index("reward")
+    rule = best.reward.isin(RULE_REWARDS)
+    by_seed = lambda t, col="rho": t.groupby("seed")[col].mean()
     span = float(ok.groupby("arm").rho.mean().max() - ok.groupby("arm").rho.mean().min())  # the rho range the arms cover
-    for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
-        ks = [k for k in boots if (k[ri] in RULE_REWARDS) == (fb == "rule-based")]
-        if not ks: continue
-        b = np.mean([boots[k] for k in ks], axis=0)
-        kinds.append(dict(feedback=fb, configurations=len(ks), rho_star=per[per.feedback == fb].rho_star.mean(),
-                          lo=np.nanquantile(b, alpha / 2) if np.isfinite(b).all() else np.nan,
-                          hi=np.nanquantile(b, 1 - alpha / 2) if np.isfinite(b).all() else np.nan, paper=paper, rho_range=span))
-    rule = [k for k in boots if k[ri] in RULE_REWARDS]; mdl = [k for k in boots if k[ri] not in RULE_REWARDS]
-    if rule and mdl:
-        d = np.mean([boots[k] for k in rule], axis=0) - np.mean([boots[k] for k in mdl], axis=0)
-        kinds.append(dict(feedback="rule minus model", configurations=len(rule) + len(mdl),
-                          rho_star=per[per.reward.isin(RULE_REWARDS)].rho_star.mean() - per[~per.reward.isin(RULE_REWARDS)].rho_star.mean(),
-                          lo=np.quantile(d, alpha / 2) if np.isfinite(d).all() else np.nan,
-                          hi=np.quantile(d, 1 - alpha / 2) if np.isfinite(d).all() else np.nan, paper=PAPER["rho_rule"] - PAPER["rho_model"],
-                          rho_range=2 * span))
+    series = {}
+    if rule.any(): series["rule-based"] = ("rho", by_seed(best[rule]), PAPER["rho_rule"])
+    if (~rule).any(): series["model-based"] = ("rho", by_seed(best[~rule]), PAPER["rho_model"])
+    if rule.any() and (~rule).any():
+        diff = PAPER["rho_rule"] - PAPER["rho_model"]
+        series["rule minus model"] = ("rho", by_seed(best[rule]) - by_seed(best[~rule]), diff)
+        series["rule minus model, no best arm moves"] = ("rho", by_seed(best[rule]) - by_seed(_no_move(ok, best, keys)), np.nan)
+        series["rule minus model, in rho'"] = ("rho'", by_seed(best[rule], "rho_p") - by_seed(best[~rule], "rho_p"), np.nan)
+    kinds = []
+    for fb, (measure, s, paper) in series.items():
+        s = s.dropna()
+        est, lo, hi = seed_interval(s, alpha)
+        n_cfg = int(per.feedback.eq(fb).sum()) if fb in ("rule-based", "model-based") else len(per)
+        kinds.append(dict(feedback=fb, measure=measure, configurations=n_cfg, seeds=len(s), rho_star=est, lo=lo, hi=hi, paper=paper,
+                          rho_range=span if fb in ("rule-based", "model-based") else 2 * span))
     return per, pd.DataFrame(kinds)
 
 # %% ../../nbs/08_race.claims.ipynb #f3f594a4
