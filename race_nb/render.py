@@ -116,20 +116,25 @@ def render_fallback(executed: Path, out: Path, pages, nav=None) -> None:
         page_title = (yaml.safe_load(fm.strip().strip("-")) or {}).get("title", title) if fm else title
         body, _ = exp.from_notebook_node(math_to_mathml(for_readers(nb, page_title)))
         body = retitle(body, f"{title} - race_nb report")
-        (out / f"{stem}.html").write_text(page_chrome(body, nav or pages, stem, site), encoding="utf-8")
+        (out / f"{stem}.html").parent.mkdir(parents=True, exist_ok=True)  # a grid's own pages lie under grid/
+        (out / f"{stem}.html").write_text(page_chrome(body, nav or pages, stem, site, prefix="../" * stem.count("/")), encoding="utf-8")
 
 # %% ../nbs/09_render.ipynb #ad031e30
-def render_quarto(executed: Path, out: Path, pages, extra=(), extra_nav=()) -> None:
-    "quarto render on a project of the executed pages; `extra` (paths under `executed`: chapters, the API page) and their navbar items `extra_nav` come from `race_nb.site`."
+def render_quarto(executed: Path, out: Path, pages, extra=(), extra_nav=(), nav=None) -> None:
+    "quarto render on a project of the executed pages; `extra` (paths under `executed`: chapters, the API page) and their navbar items `extra_nav` come from `race_nb.site`; `nav` is the report's navigation (`race_nb.report.report_nav`)."
     proj = executed / "_quarto_project"
     shutil.rmtree(proj, ignore_errors=True); proj.mkdir()
     import nbformat
-    for stem, _ in pages: nbformat.write(for_readers(nbformat.read(executed / f"{stem}.ipynb", as_version=4)), proj / f"{stem}.ipynb")
+    for stem, _ in pages:
+        (proj / stem).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(for_readers(nbformat.read(executed / f"{stem}.ipynb", as_version=4)), proj / f"{stem}.ipynb")
     for rel in extra:
         (proj / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(executed / rel, proj / rel)
     q = yaml.safe_load((project_root() / "_quarto.yml").read_text())
     q["project"].update({"output-dir": str(out.resolve()), "render": [f"{s}.ipynb" for s, _ in pages] + [str(r) for r in extra]})
-    q["website"]["navbar"]["left"] = [{"text": t, "href": f"{s}.ipynb"} for s, t in pages] + list(extra_nav)  # a user grid's shorter site
+    item = lambda s, t: {"text": t, "href": f"{s}.ipynb"}
+    q["website"]["navbar"]["left"] = [item(a, b) if isinstance(b, str) else {"text": a, "menu": [item(*i) for i in b]}
+                                      for a, b in (nav or pages)] + list(extra_nav)  # the pages this grid got, its menu labelled with it
     (proj / "_quarto.yml").write_text(yaml.safe_dump(q, sort_keys=False))
     subprocess.run(["quarto", "render", str(proj)], check=True)

@@ -15,11 +15,12 @@ from .flops import BUDGET_COMPONENTS
 from .render import render_fallback, render_quarto
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'CALL_COLORS', 'CURVE_KEYS', 'PAGE_PRELOAD', 'USER_PAGES', 'load_results', 'load_ledgers',
-           'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot', 'plot_frontiers',
-           'plot_pilot_vs_full', 'config_label', 'calls_table', 'plot_forest', 'plot_contrasts', 'grid_axes',
-           'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'report_pages', 'user_grid', 'run_notebooks',
-           'execute_report', 'pick_renderer', 'render_report']
+__all__ = ['COLORS', 'REWARD_COLORS', 'CALL_COLORS', 'CURVE_KEYS', 'GRID_MENU', 'PAGE_PRELOAD', 'USER_PAGES', 'load_results',
+           'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot',
+           'plot_frontiers', 'plot_pilot_vs_full', 'config_label', 'calls_table', 'plot_forest', 'plot_contrasts',
+           'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'shift_summary', 'plot_shift',
+           'coupling_table', 'report_pages', 'grid_label', 'report_nav', 'run_notebooks', 'execute_report',
+           'pick_renderer', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -322,22 +323,75 @@ def plot_size_budget(results: pd.DataFrame, target: str = "pass1_id"):
     fig.tight_layout()
     return fig
 
+# %% ../nbs/09_report.ipynb #e3b11d92
+def shift_summary(kinds: pd.DataFrame) -> pd.DataFrame:
+    "`race.shift_test`'s per-kind rows as people read them: what, in which measure, over how many configurations and seeds, the estimate with its 95% interval (t over seeds), the paper's value."
+    from race_nb.race import interval_text
+    return pd.DataFrame({"quantity": kinds.feedback, "measure": kinds.measure, "configurations": kinds.configurations, "seeds": kinds.seeds,
+                         "best rho (95% interval, t over seeds)": [interval_text(*v) for v in zip(kinds.rho_star, kinds.lo, kinds.hi)],
+                         "paper": [f"{p:.3g}" if np.isfinite(p) else "-" for p in kinds.paper]})
+
+def plot_shift(per: pd.DataFrame, ax=None):
+    "rho* per configuration: each seed's native-reward winner's realised rho (small dots) and their mean (large dot), green for rule-based and orange for model-based feedback; the paper's values dashed."
+    import matplotlib.pyplot as plt
+    from race_nb.race import PAPER
+    keys = [k for k in per.columns[:list(per.columns).index("feedback")]]
+    per = per.sort_values(["feedback", "rho_star"]).reset_index(drop=True)
+    ax = ax or plt.subplots(figsize=(7.5, 0.32 * len(per) + 1.4))[1]
+    col = {"rule-based": "#1b9e77", "model-based": "#d95f02"}
+    for i, r in per.iterrows():
+        ax.scatter(r.seed_rhos, [i] * len(r.seed_rhos), s=12, color=col[r.feedback], alpha=0.5)
+        ax.scatter([r.rho_star], [i], s=45, color=col[r.feedback], zorder=3)
+    ax.set_yticks(range(len(per)), [config_label(r, keys) for _, r in per.iterrows()], fontsize=8)
+    for fb, v in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
+        ax.axvline(v, ls="--", lw=1, color=col[fb], label=f"paper, {fb}: {v}")
+    ax.set(xlabel="rho* (realised rho of the native-reward winner)", xlim=(0, 1))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.figure.tight_layout()
+    return ax.figure
+
+def coupling_table(coupling: pd.DataFrame) -> pd.DataFrame:
+    "`race.size_coupling` as people read it: per reward, budget and size pair, each size's best arm and value, larger minus smaller with its 95% interval, the verdict."
+    from race_nb.race import interval_text
+    if not len(coupling): return pd.DataFrame()
+    return pd.DataFrame({"reward": coupling.reward, "budget": [f"{b:.1e}".replace("e+", "e") for b in coupling.budget],
+                         "sizes": coupling.smaller + " -> " + coupling.larger, "best arms": coupling.smaller_arm + " -> " + coupling.larger_arm,
+                         "best pass@1": [f"{a:.3f} -> {b:.3f}" for a, b in zip(coupling.smaller_best, coupling.larger_best)],
+                         "larger minus smaller (95%)": [interval_text(*v, digits=3, sign=True) for v in zip(coupling.larger_minus_smaller, coupling.lo, coupling.hi)],
+                         "verdict": coupling.verdict})
+
 # %% ../nbs/09_report.ipynb #493f62cf
+GRID_MENU = "This grid" # the menu of a grid's own report pages (under grid/ in `_quarto.yml`)
+
 def report_pages() -> list[tuple[str, str]]:
-    "(page stem, title) of every report page (nbs/report/), in the navigation order of `_quarto.yml`; its Chapters menu and API page are `race_nb.site`'s."
+    "(page, title) of every report page, in the navigation order of `_quarto.yml`: the study's pages (nbs/report/), then a grid's own (nbs/report/grid/, page `grid/<stem>`); its Chapters menu and API page are `race_nb.site`'s."
     q = yaml.safe_load((project_root() / "_quarto.yml").read_text())
-    return [(Path(i["href"]).stem, i["text"]) for i in q["website"]["navbar"]["left"]
-            if "href" in i and Path(i["href"]).parent.name == "report"]
+    out = []
+    for item in q["website"]["navbar"]["left"]:
+        for i in ([item] if "href" in item else item.get("menu", [])):
+            p = Path(i["href"])
+            if p.parts[:2] == ("nbs", "report"): out.append((p.relative_to("nbs/report").with_suffix("").as_posix(), i["text"]))
+    return out
+
+def grid_label(runs_dir) -> str:
+    "The menu label of a grid's own pages: 'This grid: NAME' (its grid file's name, else its folder's)."
+    p = Path(runs_dir)
+    name = (yaml.safe_load((p / "grid.yaml").read_text()) or {}).get("name") if (p / "grid.yaml").exists() else None
+    return f"{GRID_MENU}: {name or p.name}"
+
+def report_nav(pages, # (page, title) as `report_pages` gives them
+               label: str = GRID_MENU, # the grid menu's label (`grid_label`)
+              ) -> list:
+    "The report's navigation (`race_nb.render.page_chrome`'s format): the study's pages, then the grid's own pages as one menu."
+    top = [(s, t) for s, t in pages if not s.startswith("grid/")]
+    grid = [(s, t) for s, t in pages if s.startswith("grid/")]
+    return top + ([(label, grid)] if grid else [])
 
 # %% ../nbs/09_report.ipynb #92c10a36
 PAGE_PRELOAD = ("race_nb.report", "race_nb.race", "race_nb.grid", "race_nb.flops", "pandas", "matplotlib.pyplot", "IPython.display") # what the pages import: their kernels are forked with it loaded (`race_nb.kernels`)
 
 # %% ../nbs/09_report.ipynb #d828f2ca
-USER_PAGES = ("index", "compute", "race", "method") # the pages of a grid of a user's own notebook (its own targets)
-
-def user_grid(results: pd.DataFrame) -> bool:
-    "Are these the cells of a user's own notebook (a grid's `template:`), whose targets are not race_nb's?"
-    return "template" in results.columns and results.template.notna().any()
+USER_PAGES = ("index", "reproduction", "method", "grid/index", "grid/compute", "grid/race") # the pages of a grid of a user's own notebook: the study, and its own overview, compute and RACE's calls on its own targets
 
 # %% ../nbs/09_report.ipynb #64b8ca69
 def run_notebooks(jobs: dict, # name -> (notebook, executed copy, parameters, working directory)
@@ -368,7 +422,7 @@ def execute_report(runs_dir, # a grid's runs folder
                    only=None, # page stems to execute (e.g. ["compute"]), in the report's order; default: every page the grid gets
                    label_from=None, # the folder the overview names the runs folder relative to (default: the current one)
                   ) -> tuple[Path, list[tuple[str, str]]]:
-    "Execute the report pages against `runs_dir`; return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets. `only` executes a subset (the navigation then links just those)."
+    "Execute the report pages: the study's (from the committed results/) and the grid's own against `runs_dir` (under grid/); return (the folder of executed pages, the pages). A grid of a user's own notebook gets `USER_PAGES`: the compute breakdown and RACE's calls on its own targets. `only` executes a subset (the navigation then links just those)."
     from race_nb.kernels import warm_kernels
     runs_dir, out = Path(runs_dir).resolve(), Path(out)
     from race_nb.grid import aggregate
@@ -381,10 +435,12 @@ def execute_report(runs_dir, # a grid's runs folder
     if only is not None:  # checked against the pages this grid gets, before any page runs
         from race_nb.core import check_choice
         if not only: raise ValueError(f"only=[] names no report page; valid: {', '.join(s for s, _ in pages)}")
-        for stem in only: check_choice("report page", stem, [s for s, _ in pages])
+        stems = [s for s, _ in pages]
+        only = [s if s in stems or f"grid/{s}" not in stems else f"grid/{s}" for s in only]  # "compute" is this grid's compute page
+        for stem in only: check_choice("report page", stem, stems)
         pages = [p for p in pages if p[0] in set(only)]
     executed = out / "_executed"
-    executed.mkdir(parents=True, exist_ok=True)
+    for stem, _ in pages: (executed / stem).parent.mkdir(parents=True, exist_ok=True)
     src = project_root() / "nbs" / "report"
     params = {"runs_dir": str(runs_dir), "full_dir": str(full_dir or ""), "runs_label": os.path.relpath(runs_dir, label_from or Path.cwd())}
     with warm_kernels(PAGE_PRELOAD):  # pages are independent
@@ -413,5 +469,5 @@ def render_report(runs_dir, # a grid's runs folder
     renderer = pick_renderer(renderer)  # before anything runs
     out = Path(out)
     executed, pages = execute_report(runs_dir, out, kernel, full_dir, workers, only)
-    (render_quarto if renderer == "quarto" else render_fallback)(executed, out, pages)
+    (render_quarto if renderer == "quarto" else render_fallback)(executed, out, pages, nav=report_nav(pages, grid_label(runs_dir)))
     return out / f"{pages[0][0]}.html", renderer

@@ -13,8 +13,9 @@ from .core import project_root
 from .config import MODEL_REWARDS
 
 # %% auto #0
-__all__ = ['VALIDATION', 'INFORMATIVE', 'MIN_DECISIVE', 'read_validation', 'done_populations', 'race_answer', 'budget_label',
-           'sign_table', 'plot_budget_scaling', 'paper_claims']
+__all__ = ['VALIDATION', 'PAPER_MODELS', 'SHIFT_CLAIM', 'RHO_PRIME_CLAIM', 'RACE_CLAIM', 'read_validation', 'done_populations',
+           'race_answer', 'budget_label', 'sign_table', 'plot_budget_scaling', 'tiny_world', 'world_text',
+           'sign_record', 'record_claims', 'paper_claims', 'verdict_counts']
 
 # %% ../nbs/09b_reproduction.ipynb #ecdb9375
 VALIDATION = Path("results") / "race-forecast" / "validation.json" # the frozen rule's record, relative to the project
@@ -37,7 +38,7 @@ def race_answer(v: dict) -> str:
     if not pops: return "the package has no finished validation population yet"
     d, c = sum(p["decisive"] for p in pops.values()), sum(p["configurations"] for p in pops.values())
     right, det = sum(p["right"] for p in pops.values()), sum(p["on_determinate"] for p in pops.values())
-    head = ("not reproduced at the tiny scale" if d == 0 else
+    head = ("inconclusive at the tiny scale (no decisive call)" if d == 0 else
             f"{right} of {det} decisive calls right on determinate truths at the tiny scale")
     return (f"{head}: {d} decisive call{'s' if d != 1 else ''} in {c} configurations of the frozen rule "
             f"({', '.join(p['label'].split(' (')[0] for p in pops.values())}; results/race-forecast/validation.json)")
@@ -73,92 +74,132 @@ def plot_budget_scaling(v: dict):
     fig.tight_layout()
     return fig
 
+# %% ../nbs/09b_reproduction.ipynb #ceba434b
+PAPER_MODELS = (("policy", "qwen2.5-1.5b"), ("policy", "qwen2.5-3b"), ("policy", "qwen2.5-7b"),
+                ("PRM", "qwen2.5-math-prm-7b"), ("judge", "skywork-reward-llama-3.1-8b")) # the paper's models (grids/paper.yaml)
+
+def tiny_world() -> pd.DataFrame:
+    "The tiny study's models beside the paper's: role, layers, width, heads (query / key-value), vocabulary and parameters without the embeddings, each from its shipped config."
+    from race_nb.config import TINY_POLICIES, model_entry
+    from race_nb.flops import ModelFlops
+    from race_nb.rewards.prm import SCORER_RECIPES  # the tiny scorers' architectures (imports torch)
+    rows = [("tiny", "policy", m, m) for m in TINY_POLICIES]
+    rows += [("tiny", {"prm": "PRM", "proxy_prm": "proxy PRM", "judge": "judge"}[k], f"tiny {k} ({r['arch']} architecture)", r["arch"])
+             for k, r in SCORER_RECIPES.items()]
+    rows += [("paper", role, m, m) for role, m in PAPER_MODELS]
+    out = []
+    for scale, role, name, arch in rows:
+        f = ModelFlops.from_config(model_entry(arch).config)
+        out.append(dict(scale=scale, role=role, model=name, layers=f.layers, hidden=f.hidden, heads=f"{f.heads} / {f.kv_heads}",
+                        vocabulary=f.vocab, parameters=f.n_params))
+    return pd.DataFrame(out)
+
+def _count(n: float) -> str:
+    "A parameter count as people write it: 99k, 464k, 1.3B."
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
+
+def world_text(results: pd.DataFrame, # the study's results (results/tiny)
+               world: pd.DataFrame | None = None, # `tiny_world()`
+               paper_grid=None, # the paper's grid file (default: grids/paper.yaml)
+              ) -> str:
+    "What the tiny world is, in words, from the results, the shipped configs and the paper's grid: policies, task, targets, budgets, seeds, and what transfers."
+    import yaml
+    from race_nb.data import ARITH_SPECS
+    world = tiny_world() if world is None else world
+    done = results[results.status == "done"]
+    pol, pap = world[(world.scale == "tiny") & (world.role == "policy")], world[(world.scale == "paper") & (world.role == "policy")]
+    prm = world[(world.scale == "tiny") & (world.role == "PRM")].parameters.iloc[0]
+    pprm = world[(world.scale == "paper") & (world.role == "PRM")].parameters.iloc[0]
+    spec = yaml.safe_load(Path(paper_grid or project_root() / "grids" / "paper.yaml").read_text())["fixed"]
+    tr, ood = ARITH_SPECS["train"], ARITH_SPECS["test_ood"]
+    one = lambda col: ", ".join(str(v) for v in sorted(done[col].dropna().unique())) if col in done else "-"
+    learn = done.groupby("model")[["pass1_id", "pass1_id_warm"]].mean().reindex(pol.model)
+    worse = [m for m, r in learn.iterrows() if r.pass1_id < r.pass1_id_warm]
+    lines = [
+        f"**Policies.** {len(pol)} Qwen2-architecture decoders of {'/'.join(map(str, sorted(set(pol.layers))))} layers, "
+        f"{' / '.join(_count(p) for p in pol.parameters)} parameters without the embeddings ({', '.join(pol.model)}), a {pol.vocabulary.iloc[0]}-token vocabulary "
+        f"(digits, signs, a few markers), warm-started on the task. The paper's: Qwen2.5 {' / '.join(_count(p) for p in pap.parameters)} "
+        f"({pap.layers.min()}-{pap.layers.max()} layers, a {pap.vocabulary.iloc[0]:,}-token vocabulary).",
+        f"**Task.** Chains of {tr.min_operands}-{tr.max_operands} single-digit numbers joined by {' and '.join(tr.ops)} (train and in-distribution "
+        f"test), {ood.min_operands} operands out of distribution, solved step by step in at most {one('max_completion_length')} tokens "
+        f"({one('eval_max_new_tokens')} at evaluation). The paper: Polaris-53K training prompts, GSM8K and MATH-500 tests, "
+        f"{spec['max_completion_length']}-token completions. Nothing here is GSM8K or MATH-500.",
+        f"**Targets.** `pass1_id` / `pass1_ood`: greedy pass@1 on {one('n_eval')} in- / out-of-distribution chains; `judge`: the common judge's "
+        "score (a tiny scorer trained on the chains, standing in for Skywork-Reward-Llama-3.1-8B); `native_reward`: each cell's own reward on its "
+        "evaluation completions.",
+        f"**Budgets and seeds.** {len(done)} cells: {done.model.nunique()} policies x {done.reward.nunique()} reward systems x {done.arm.nunique()} arms "
+        f"x {done.seed.nunique()} seeds ({one('seed')}) at {', '.join(f'{b:.1e}'.replace('e+', 'e') for b in sorted(done.budget.unique()))} FLOPs each.",
+        "**How they learned.** Mean pass@1 (in distribution) at the warm start and after training: "
+        + "; ".join(f"{m} {r.pass1_id_warm:.3f} -> {r.pass1_id:.3f}" for m, r in learn.iterrows())
+        + (f". **{', '.join(worse)} got worse with training**: its frontiers say little." if worse else "."),
+        f"**What transfers.** The code path (trl's GRPOTrainer, LoRA, the ledger, the arms and RACE) is the one the paper's grid runs, and "
+        f"the PRM is as large relative to the policies ({_count(prm)} against {_count(pol.parameters.min())}-{_count(pol.parameters.max())}: "
+        f"{prm / pol.parameters.max():.1f}-{prm / pol.parameters.min():.1f}x; the paper's {_count(pprm)} against "
+        f"{_count(pap.parameters.min())}-{_count(pap.parameters.max())}: {pprm / pap.parameters.max():.1f}-{pprm / pap.parameters.min():.1f}x), "
+        "so a PRM-scored rollout costs about as much more than a rule-scored one as in the paper. **What may not**: completions "
+        f"{spec['max_completion_length'] / float(one('max_completion_length')):.0f}x shorter, a task a 3-layer model can learn in minutes, "
+        "rewards and judge that read a toy language, and seed spreads measured here (not on 1.5B-7B models).",
+    ]
+    return "\n\n".join(lines)
+
 # %% ../nbs/09b_reproduction.ipynb #ab538a77
-def _fmt_ci(v, lo, hi, digits=2) -> str:
-    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) and np.isfinite(hi) else f"{v:.{digits}f}"
+def _row(claim: str, paper: str, here: str, verdict: str) -> dict:
+    return dict(claim=claim, paper=paper, here=here, verdict=verdict)
 
-# %% ../nbs/09b_reproduction.ipynb #7fffe563
-def _race_claim(vt: pd.DataFrame, s: dict) -> tuple[str, str]:
-    "What the pilot-vs-full validation measured, and its verdict (rule: see the prose above paper_claims). The truth is the full grid's decisive call."
-    if not len(vt): return "-", "not enough data (no configuration in both pilot and full runs)"
-    from race_nb.race import bootstrap_validation
-    bv = bootstrap_validation(vt)
-    ci = lambda m: _fmt_ci(bv.loc[m, "value"], bv.loc[m, "lo"], bv.loc[m, "hi"])
-    maj, kappa = s["majority_direction"], "Cohen's kappa, pilot call vs full call"
-    base = next((m for m in bv.index if m.startswith(f"baseline: always {maj}")), None)
-    here = (f"fixed-fraction pilot; {len(vt)} configurations (full-budget truths: {s['full_truths']}); "
-            f"same call {ci('same call as the full runs (rate)')}; accuracy on {s['decisive_on_determinate']} decisive calls where the full runs show a regime {ci('accuracy on decisive calls')} ({s['decisive_on_no_regime']} more where they show none), "
-            f"coverage {ci('coverage (share of decisive pilot calls)')}; kappa vs the full call {ci(kappa)}"
-            + (f" ({s['kappa_vs_full_call_note']})" if s.get("kappa_vs_full_call_note") else "")
-            + (f"; always {maj} (an oracle's label): {ci(base)}" if base else ""))
-    if s["shared_seeds"]: return here + f"; not independent: pilot and full runs share seed(s) {s['shared_seeds']}", "not enough data (pilot not independent)"
-    if not s["decisive_calls"]: return here, "not enough data (the pilot abstained everywhere)"
-    if s["decisive_on_determinate"] < MIN_DECISIVE:
-        return here, f"not enough data ({s['decisive_on_determinate']} decisive call(s) where the full runs show a regime; a verdict needs {MIN_DECISIVE})"
-    if vt.full_call.nunique() < 2: return here, f"not testable (every full-budget call is {vt.full_call.iloc[0]}: kappa undefined)"
-    kappa_lo = bv.loc[kappa, "lo"]
-    ok = s["accuracy_decisive"] >= 0.9 and s["coverage"] >= 0.6 and kappa_lo > 0
-    return here, "reproduced" if ok else "not reproduced"
-
-# %% ../nbs/09b_reproduction.ipynb #1cba6440
-INFORMATIVE = 0.5 # a "reproduced" / "not reproduced" verdict needs an interval at most this share of the range the grid can show
-MIN_DECISIVE = 5 # decisive pilot calls below which the RACE row gives no verdict (an accuracy of 2 of 2 says little)
-
-def _informative(lo: float, hi: float, span: float) -> str:
-    "'' when the interval [lo, hi] is narrow enough for a verdict, else why not."
-    if not (np.isfinite(lo) and np.isfinite(hi)): return "not enough data (one seed per arm: no interval)"
-    if hi - lo <= 1e-9: return "not enough data (an interval of no width: every resample picks the same arm)"
-    if not span > 0 or hi - lo > INFORMATIVE * span:
-        return (f"not enough data (the interval is {hi - lo:.2f} wide, {(hi - lo) / span:.0%} of the {span:.2f} this grid can show; "
-                f"a verdict needs at most {INFORMATIVE:.0%})" if span > 0 else "not enough data (the arms cover no range of rho)")
-    return ""
+SHIFT_CLAIM = "model-based feedback moves the best rho down (rule minus model)"
+RHO_PRIME_CLAIM = "... because the best arm moves towards search (the shift in rho' = L/(S+L))"
 
 def _rho_claims(done: pd.DataFrame) -> list[dict]:
-    "Rows for the best rho per kind of feedback and for the shift, each verdict only from an informative interval (`_informative`). Best rho: reproduced when the paper's value is inside this grid's 95% interval over seeds. Shift (rule minus model): reproduced when its interval is above 0, not reproduced when it lies below the paper's 0.275, else not enough data."
-    from race_nb.race import shift_test, PAPER
-    rows = []
-    if not (len(done) and done.native_reward.notna().any()): return rows
+    "The best rho per kind of feedback and the shift (in rho, beside the no-move counterfactual, and in rho'), each by the one rule (`race.verdict`)."
+    from race_nb.race import shift_test, PAPER, claim_above, claim_value, interval_text, verdict
+    if not (len(done) and done.native_reward.notna().any()): return []
     k = shift_test(done)[1].set_index("feedback")
-    if done.arm.nunique() < 3:  # the best rho of two arms is one of their own two values, whatever the data: no verdict on it
-        few = f"not enough data ({done.arm.nunique()} arms: the best rho can only be one of their own rho values)"
-        rows3 = [(f"best rho on the native reward, {fb} feedback", PAPER[key], fb) for fb, key in (("rule-based", "rho_rule"), ("model-based", "rho_model"))]
-        rows3.append(("model-based feedback moves the best rho down (rule minus model)", PAPER["rho_rule"] - PAPER["rho_model"], "rule minus model"))
-        return [dict(claim=c, paper=f"{p:.3g}", here=_fmt_ci(k.loc[f].rho_star, k.loc[f].lo, k.loc[f].hi) if f in k.index else "-", verdict=few)
-                for c, p, f in rows3]
-    for fb, paper in (("rule-based", PAPER["rho_rule"]), ("model-based", PAPER["rho_model"])):
-        claim = f"best rho on the native reward, {fb} feedback"
-        if fb not in k.index: rows.append(dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (no such reward here)")); continue
-        r = k.loc[fb]
-        rows.append(dict(claim=claim, paper=f"{paper:.3g}", here=_fmt_ci(r.rho_star, r.lo, r.hi),
-                         verdict=_informative(r.lo, r.hi, r.rho_range) or ("reproduced" if r.lo <= paper <= r.hi else "not reproduced")))
-    claim, paper = "model-based feedback moves the best rho down (rule minus model)", PAPER["rho_rule"] - PAPER["rho_model"]
-    if "rule minus model" not in k.index: return rows + [dict(claim=claim, paper=f"{paper:.3g}", here="-", verdict="not enough data (needs both kinds)")]
-    r = k.loc["rule minus model"]
-    return rows + [dict(claim=claim, paper=f"{paper:.3g}", here=_fmt_ci(r.rho_star, r.lo, r.hi),
-                        verdict=_informative(r.lo, r.hi, r.rho_range) or ("reproduced" if r.lo > 0 else "not reproduced" if r.hi < paper else
-                                                                         "not enough data (the interval covers 0 and the paper's value)"))]
+    txt = lambda f: interval_text(k.loc[f].rho_star, k.loc[f].lo, k.loc[f].hi) + f" ({k.loc[f].seeds:.0f} seeds)" if f in k.index else "-"
+    claims = [(f"best rho on the native reward, {fb} feedback", fb, claim_value(PAPER[key]), f"{PAPER[key]:g}")
+              for fb, key in (("rule-based", "rho_rule"), ("model-based", "rho_model"))]
+    claims += [(SHIFT_CLAIM, "rule minus model", claim_value(PAPER["rho_rule"] - PAPER["rho_model"]), f"{PAPER['rho_rule'] - PAPER['rho_model']:.3g}"),
+               (RHO_PRIME_CLAIM, "rule minus model, in rho'", claim_above(0, "above 0"), "above 0 (read from the shift)")]
+    rows = []
+    for claim, f, region, paper in claims:
+        if f not in k.index: rows.append(_row(claim, paper, "-", "inconclusive (needs rule-based and model-based rewards)" if "minus" in f else "inconclusive (no such reward here)")); continue
+        here = txt(f)
+        if f == "rule minus model" and "rule minus model, no best arm moves" in k.index:
+            nm = k.loc["rule minus model, no best arm moves"]
+            here += f"; with no best arm moving (PRM FLOPs counted, the same winners): {interval_text(nm.rho_star, nm.lo, nm.hi)}"
+            if np.isfinite(nm.lo) and nm.lo <= k.loc[f].rho_star <= nm.hi: here += ": the bookkeeping alone makes this shift"
+        v = (f"inconclusive ({done.arm.nunique()} arms: the best rho can only be one of their own rho values)" if done.arm.nunique() < 3
+             else verdict(k.loc[f].lo, k.loc[f].hi, region))
+        rows.append(_row(claim, paper, here, v))
+    return rows
 
-# %% ../nbs/09b_reproduction.ipynb #58308bb0
+# %% ../nbs/09b_reproduction.ipynb #7fffe563
+def _share_row(claim: str, paper: str, k: int, n: int, what: str, none: str) -> dict:
+    "A pattern across configurations: the share that hold, its exact interval, region above 1/2."
+    from race_nb.race import claim_above, interval_text, share_interval, verdict
+    if n == 0: return _row(claim, paper, "-", f"inconclusive ({none})")
+    est, lo, hi = share_interval(k, n)
+    return _row(claim, paper, f"{k} of {n} {what}: {interval_text(est, lo, hi)}", verdict(lo, hi, claim_above(0.5, "in most of them (above 1/2)")))
+
 def _disagreement_claim(done: pd.DataFrame, per_prompt) -> dict:
-    "The target-disagreement row, a count: reproduced when more than half of the dense / PRM configurations hold the pattern (each in at least 80% of bootstrap resamples), not reproduced when more than half contradict it."
+    "The target-disagreement row: the share of dense / PRM configurations with a per-configuration verdict in which the pattern holds (`race.disagreement_pattern`)."
     from race_nb.race import disagreement_pattern
     claim = "targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)"
     usable = {"pass1_id", "judge"} <= set(done.columns) and done.reward.isin(("dense",) + MODEL_REWARDS).any()
     pat = disagreement_pattern(done, per_prompt) if usable else None
-    if pat is None or not len(pat): return dict(claim=claim, paper="holds", here="-", verdict="not enough data (no dense or PRM runs)")
-    counts = pat.verdict.value_counts()
-    here = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "contradicted", "not enough data"))
-    verdict = ("reproduced" if counts.get("holds", 0) > len(pat) / 2 else
-               "not reproduced" if counts.get("contradicted", 0) > len(pat) / 2 else "not enough data")
-    return dict(claim=claim, paper="holds", here=f"{len(pat)} configurations: {here}", verdict=verdict)
+    if pat is None or not len(pat): return _row(claim, "holds", "-", "inconclusive (no dense or PRM runs)")
+    c = pat.verdict.value_counts()
+    holds, contra = int(c.get("holds", 0)), int(c.get("contradicted", 0))
+    row = _share_row(claim, "holds", holds, holds + contra, "configurations with a verdict hold", f"no configuration of {len(pat)} has a verdict")
+    row["here"] += f" ({len(pat) - holds - contra} of {len(pat)} without one)" if len(pat) > holds + contra else ""
+    return row
 
 def _size_claim(done: pd.DataFrame, per_prompt, holds_at: float = 0.8) -> dict:
-    "The model-size row: per size pair of one reward, budget and configuration, each size's best arm from the argmax bootstrap (`race.argmax_frequencies`). Reproduced when in some pair both best arms win at least `holds_at` of resamples and differ; not reproduced when in every pair both win that often and agree; else not enough data."
+    "The model-size row: per size pair of one reward, budget and configuration, each size's best arm from the argmax bootstrap (`race.argmax_frequencies`); the share of pairs sure on both sides (at least `holds_at` of resamples, 2+ seeds) whose best arms differ."
     from race_nb.race import argmax_frequencies, group_keys
     claim = "model size and allocation are coupled at a fixed budget (best arm per size)"
-    if done.model.nunique() < 2: return dict(claim=claim, paper="coupled", here="-", verdict="not enough data (one policy size)")
+    if done.model.nunique() < 2: return _row(claim, "coupled", "-", "inconclusive (one policy size)")
     freq = argmax_frequencies(done, ("pass1_id",), per_prompt)
-    best = freq.loc[freq.groupby([k for k in group_keys(done)], dropna=False).freq.idxmax()]
+    best = freq.loc[freq.groupby(group_keys(done), dropna=False).freq.idxmax()]
     others = [k for k in group_keys(done) if k != "model"]
     differ = same = unsure = 0
     for _, g in best.groupby(others, dropna=False):
@@ -167,43 +208,89 @@ def _size_claim(done: pd.DataFrame, per_prompt, holds_at: float = 0.8) -> dict:
             for b in rows[i + 1:]:
                 sure = a.freq >= holds_at and b.freq >= holds_at and min(a.seeds, b.seeds) >= 2
                 differ += sure and a.arm != b.arm; same += sure and a.arm == b.arm; unsure += not sure
-    pairs = differ + same + unsure
-    here = f"{pairs} size pairs: best arms differ in {differ}, agree in {same} (each in at least {holds_at:.0%} of resamples); unsure in {unsure}"
-    return dict(claim=claim, paper="coupled", here=here, verdict="reproduced" if differ else "not reproduced" if same == pairs and pairs else
-                "not enough data (no size pair with a sure best arm on both sides)")
+    row = _share_row(claim, "coupled", differ, differ + same, "size pairs with sure best arms differ",
+                     f"no size pair of {differ + same + unsure} has a sure best arm on both sides (at least {holds_at:.0%} of resamples, 2+ seeds)")
+    row["here"] += f" ({unsure} more pairs unsure)" if unsure and differ + same else ""
+    return row
 
 def _gain_claim(vt: pd.DataFrame) -> dict:
-    "The held-out-gain row: reproduced when the recommended arm's paired gain over trl's default arm has its 95% interval below 0 in some configuration (the gain is not guaranteed); not reproduced when every interval is above 0; else not enough data."
+    "The held-out-gain row: the recommended arm's gain over trl's default arm, mean over configurations with a t interval over them; region at most 0."
+    from race_nb.race import Claim, interval_text, seed_interval, verdict
+    claim = "no guaranteed held-out gain from the recommended arm"
     g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
-    lo, hi = (vt.get(f"gain_vs_trl_default_{e}", pd.Series(np.nan, index=vt.index)) for e in ("lo", "hi"))
-    pos, neg = int((lo > 0).sum()), int((hi < 0).sum())
-    here = f"gain over trl's default arm: mean {g.mean():+.3f}; interval above 0 in {pos}, below 0 in {neg}, of {len(g)} configurations" if len(g) else "-"
-    verdict = ("not enough data (trl's default arm not in the full runs)" if not len(g) else "reproduced" if neg else
-               "not reproduced" if pos == len(g) else "not enough data (no interval below 0)")
-    return dict(claim="no guaranteed held-out gain from the recommended arm", paper="not guaranteed", here=here, verdict=verdict)
+    if not len(g): return _row(claim, "not guaranteed", "-", "inconclusive (trl's default arm not in the full runs)")
+    est, lo, hi = seed_interval(g)
+    return _row(claim, "not guaranteed", f"gain over trl's default arm over {len(g)} configurations: {interval_text(est, lo, hi, 3, sign=True)}",
+                verdict(lo, hi, Claim(-np.inf, 0.0, "at most 0")))
 
-# %% ../nbs/09b_reproduction.ipynb #52509c14
-def _package_race_answer() -> str:
-    "What the package's own committed runs answer to the RACE claim (results/race-forecast/validation.json), for a grid that cannot answer it."
-    from race_nb.reproduction import race_answer, read_validation
-    try: return f"; the package's own runs: {race_answer(read_validation())}; see Reproduction"
-    except (OSError, ValueError, KeyError): return ""
+# %% ../nbs/09b_reproduction.ipynb #1cba6440
+RACE_CLAIM = "RACE's pilot names the regime (pass@1)"
 
+def _race_row(right: int, decisive: int, configurations: int, here: str) -> dict:
+    "The RACE row: the decisive calls right where the full budget shows a regime, exact interval, region 1.0 within `RATE_MARGIN`."
+    from race_nb.race import RATE_MARGIN, claim_value, interval_text, share_interval, verdict
+    if decisive == 0: return _row(RACE_CLAIM, "same-regime rate 1.0", here, f"inconclusive (no decisive call where the full budget shows a regime, in {configurations} configurations)")
+    est, lo, hi = share_interval(right, decisive)
+    return _row(RACE_CLAIM, "same-regime rate 1.0", f"{right} of {decisive} decisive calls right: {interval_text(est, lo, hi)}; " + here,
+                verdict(lo, hi, claim_value(1.0, RATE_MARGIN, hi=1.0)))
+
+def _race_claim(vt: pd.DataFrame, s: dict) -> dict:
+    "What a grid's pilot-vs-full validation measured (`race.validate`), as the RACE row."
+    if not len(vt): return _row(RACE_CLAIM, "same-regime rate 1.0", "-", "inconclusive (no configuration in both pilot and full runs)")
+    here = (f"{len(vt)} configurations (full-budget truths: {s['full_truths']}); coverage {s['coverage']:.2f}"
+            + (f"; {s['decisive_on_no_regime']} decisive calls where the full runs show no regime" if s.get("decisive_on_no_regime") else ""))
+    if s["shared_seeds"]: return _row(RACE_CLAIM, "same-regime rate 1.0", here + f"; pilot and full runs share seed(s) {s['shared_seeds']}", "inconclusive (the pilot is not independent of the full runs)")
+    return _race_row(round(s["accuracy_decisive"] * s["decisive_on_determinate"]) if s["decisive_on_determinate"] else 0,
+                     s["decisive_on_determinate"], len(vt), here)
+
+def sign_record(v: dict, fraction: float = 0.125) -> str:
+    "The pilot sign's record at `fraction` of the budget per done population: how often its sign alone equals the full budget's determinate truth (exact interval)."
+    parts = []
+    for p in done_populations(v).values():
+        r = next((r for r in (p.get("budget") or {}).get("rows", []) if abs(r["fraction"] - fraction) < 1e-9), None)
+        if r and r["agree"] is not None:
+            parts.append(f"{p['label'].split(' (')[0]} {r['agree']} of {r['determinate']} [{r['agree_lo']:.2f}, {r['agree_hi']:.2f}]")
+    return f"the pilot's sign at {budget_label(fraction)} of the budget equals the full budget's: " + "; ".join(parts) if parts else ""
+
+def record_claims(v: dict) -> list[dict]:
+    "The RACE and held-out-gain rows from the package's own validation record (`results/race-forecast/validation.json`)."
+    from race_nb.race import Claim, interval_text, verdict
+    pops = done_populations(v)
+    if not pops: return [_row(RACE_CLAIM, "same-regime rate 1.0", "-", "inconclusive (no finished validation population)")]
+    d, c = sum(p["decisive"] for p in pops.values()), sum(p["configurations"] for p in pops.values())
+    right, det = sum(p["right"] for p in pops.values()), sum(p["on_determinate"] for p in pops.values())
+    here = f"the frozen rule: {d} decisive calls in {c} configurations ({', '.join(p['label'].split(' (')[0] for p in pops.values())})"
+    rec = sign_record(v)
+    rows = [_race_row(right, det, c, here + (f"; {rec}" if rec else ""))]
+    held = pops.get("heldout") or list(pops.values())[-1]
+    est, lo, hi = held["best_vs_default"]
+    rows.append(_row("no guaranteed held-out gain from the recommended arm", "not guaranteed",
+                     f"{held['label'].split(' (')[0]}: the pilot's best observed arm over trl's default {interval_text(est, lo, hi, 3, sign=True)}; "
+                     f"the frozen rule recommends the user's own arm where it abstains (gain {held['vs_default'][0]:+.3f})",
+                     verdict(lo, hi, Claim(-np.inf, 0.0, "at most 0"))))
+    return rows
+
+# %% ../nbs/09b_reproduction.ipynb #58308bb0
 def paper_claims(results: pd.DataFrame, # the grid's results
                  per_prompt: pd.DataFrame | None = None, # its per-prompt values (`grid.per_prompt_results`)
                  full: pd.DataFrame | None = None, # full-budget results to validate RACE against (this grid is the pilot)
                  full_prompts: pd.DataFrame | None = None,
+                 record: dict | None = None, # a validation record (`read_validation`): the RACE rows from it when there is no `full`
                 ) -> pd.DataFrame:
-    "One row per claim of the paper: what it says, what this grid measured (95% intervals), and a verdict by the rule its function states."
+    "One row per claim of the paper: what it says, what was measured (95% intervals), and the verdict of the one rule (`race.verdict`)."
     from race_nb.race import validate
     done = results[results.status == "done"]
     rows = _rho_claims(done) + [_disagreement_claim(done, per_prompt), _size_claim(done, per_prompt)]
-    race = "RACE's pilot names the regime (pass@1)"
     if full is None:
-        return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here="-",
-                                         verdict="not enough data in this grid (no full-budget runs: race report RUNS --full FULL)" + _package_race_answer())])
+        if record is not None: return pd.DataFrame(rows + record_claims(record))
+        return pd.DataFrame(rows + [_row(RACE_CLAIM, "same-regime rate 1.0", "-", "inconclusive (no full-budget runs in this grid: race report RUNS --full FULL; "
+                                                                             "the package's own record is on the front page)")])
     with warnings.catch_warnings():  # shared seeds are stated in the row below
         warnings.filterwarnings("ignore", message="the pilot and the full-budget runs share")
         vt, s = validate(done, full, "pass1_id", pilot_prompts=per_prompt, full_prompts=full_prompts)
-    here, verdict = _race_claim(vt, s)
-    return pd.DataFrame(rows + [dict(claim=race, paper="same-regime rate 1.0", here=here, verdict=verdict), _gain_claim(vt)])
+    return pd.DataFrame(rows + [_race_claim(vt, s), _gain_claim(vt)])
+
+def verdict_counts(claims: pd.DataFrame) -> str:
+    "'N reproduced, N not reproduced, N inconclusive' of a claims table."
+    v = claims.verdict.str.split(" \\(").str[0]
+    return ", ".join(f"{(v == k).sum()} {k}" for k in ("reproduced", "not reproduced", "inconclusive"))

@@ -8,7 +8,7 @@ import ast, configparser, copy, re
 from pathlib import Path
 import yaml
 from .core import project_root
-from .report import execute_report, pick_renderer, run_notebooks
+from .report import GRID_MENU, execute_report, grid_label, pick_renderer, report_nav, run_notebooks
 from .render import for_readers, math_to_mathml, page_chrome, render_fallback, render_quarto, retitle
 
 # %% auto #0
@@ -140,12 +140,12 @@ def chapter_html(nb, # an executed chapter
     return page_chrome(body, nav, f"chapters/{stem}", site_title, prefix="../")
 
 # %% ../nbs/09a_site.ipynb #6b169748
-def site_nav(pages, chapters) -> list:
-    "The navigation of the site: the report's pages, the Chapters menu, the API page (`race_nb.report.page_chrome`'s format)."
-    return list(pages) + [("Chapters", [(f"chapters/{s}", t) for s, t in chapters]), ("api", "API")]
+def site_nav(pages, chapters, label: str = GRID_MENU) -> list:
+    "The navigation of the site: the study's pages, the grid's own pages as a menu named `label` (`race_nb.report.report_nav`), the Chapters menu, the API page."
+    return report_nav(pages, label) + [("Chapters", [(f"chapters/{s}", t) for s, t in chapters]), ("api", "API")]
 
 # %% ../nbs/09a_site.ipynb #e19d0f0e
-def _quarto_site(executed: Path, raw: Path, out: Path, pages, chapters, api) -> None:
+def _quarto_site(executed: Path, raw: Path, out: Path, pages, chapters, api, label: str = GRID_MENU) -> None:
     "Quarto: the readers' copies of the chapters and api.md beside the executed report pages, one project, one navbar."
     import nbformat
     (executed / "chapters").mkdir(exist_ok=True)
@@ -153,13 +153,13 @@ def _quarto_site(executed: Path, raw: Path, out: Path, pages, chapters, api) -> 
     (executed / "api.md").write_text("\n\n".join(c.source for c in api.cells))
     render_quarto(executed, out, pages, extra=[f"chapters/{s}.ipynb" for s, _ in chapters] + ["api.md"],
                   extra_nav=[{"text": "Chapters", "menu": [{"text": t, "href": f"chapters/{s}.ipynb"} for s, t in chapters]},
-                             {"text": "API", "href": "api.md"}])
+                             {"text": "API", "href": "api.md"}], nav=report_nav(pages, label))
 
-def _fallback_site(executed: Path, raw: Path, out: Path, pages, chapters, api) -> None:
+def _fallback_site(executed: Path, raw: Path, out: Path, pages, chapters, api, label: str = GRID_MENU) -> None:
     "The fallback: report pages, chapter pages under chapters/, api.html, all with `site_nav`'s navigation."
     import nbformat
     from nbconvert import HTMLExporter
-    nav = site_nav(pages, chapters)
+    nav = site_nav(pages, chapters, label)
     site_title = yaml.safe_load((project_root() / "_quarto.yml").read_text())["website"]["title"]
     render_fallback(executed, out, pages, nav)
     (out / "chapters").mkdir(exist_ok=True)
@@ -187,5 +187,5 @@ def render_site(runs_dir=None, # a grid's runs folder (default: the demo grid's,
     executed, pages = execute_report(runs_dir, out, kernel, full_dir, workers)
     raw = execute_chapters(out, [s for s, _ in known], kernel, workers)
     api = api_notebook([e for e in api_entries() if e["chapter"] in dict(known)], known)
-    (_quarto_site if renderer == "quarto" else _fallback_site)(executed, raw, out, pages, known, api)
+    (_quarto_site if renderer == "quarto" else _fallback_site)(executed, raw, out, pages, known, api, grid_label(runs_dir))
     return out / "index.html", renderer

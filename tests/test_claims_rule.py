@@ -36,3 +36,14 @@ def test_a_share_gets_an_exact_interval():
     k, lo, hi = share_interval(0, 9)
     assert k == 0 and lo == 0 and hi == pytest.approx(0.3363, abs=1e-3)
     assert verdict(lo, hi, claim_above(0.5)) == "not reproduced"
+
+
+def test_no_decisive_update_call_on_seeds_that_agree_exactly():
+    "Two seeds whose high-minus-low contrast is equal (-0.003 in both) give a t interval of no width: the call abstains, not 'low-update'."
+    from race_nb.race import synthetic_results, update_call
+    g = synthetic_results({("tiny-s", "prm"): lambda r: 0.5}, seeds=2, noise=0.0)
+    g["pass1_id"] = np.where(g.arm.isin(["n8-m8", "n8-m8-mu4"]), 0.497, 0.5)  # the same contrast in every seed
+    c = update_call(g, "pass1_id")
+    assert c["call"] == "abstain" and "no width" in c["reason"], c
+    g.loc[g.seed == 1, "pass1_id"] -= np.where(g[g.seed == 1].arm.isin(["n8-m8", "n8-m8-mu4"]), 0.001, 0.0)  # a spread: a real interval
+    assert "no width" not in update_call(g, "pass1_id")["reason"]

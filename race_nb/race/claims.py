@@ -238,5 +238,6 @@ def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: p
             rows.append(dict(reward=reward, budget=budget, **dict(zip(extra, vals[2:])), smaller=small, larger=large, smaller_arm=a_s, larger_arm=a_l,
                              smaller_best=g_s[target].mean(), larger_best=g_l[target].mean(), smaller_gain=g_s[target].mean() - w_s,
                              larger_gain=g_l[target].mean() - w_l, larger_minus_smaller=est, lo=lo, hi=hi,
-                             verdict="larger wins" if lo > 0 else "smaller wins" if hi < 0 else "no difference shown"))
+                             verdict="one seed: no interval" if not np.isfinite(lo) else "seeds agree exactly: no interval" if hi - lo <= 1e-12 else
+                             "larger wins" if lo > 0 else "smaller wins" if hi < 0 else "no difference shown"))
     return pd.DataFrame(rows)

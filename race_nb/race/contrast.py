@@ -178,7 +178,9 @@ def update_call(g: pd.DataFrame, # done cells of one configuration
     D = paired_diff(V, [arms.index(a) for a in high], [arms.index(a) for a in low]) if low else np.zeros((0, 1))
     c = contrast_components(D)
     est, lo, hi = paired_interval(D, th)
-    reason = _abstain_reason(arm_rho, low, high, c["S"], th) or ("" if lo > 0 or hi < 0 else f"the {1 - th.alpha:.0%} interval covers 0")
+    reason = _abstain_reason(arm_rho, low, high, c["S"], th) or (
+        "the interval has no width: the seeds agree exactly, so no spread was measured" if hi - lo <= 1e-12 else  # never a call on a zero width
+        "" if lo > 0 or hi < 0 else f"the {1 - th.alpha:.0%} interval covers 0")
     call = "abstain" if reason else "high-update" if lo > 0 else "low-update"
     side = high if call == "high-update" else low if call == "low-update" else list(arm_rho.index)
     means = g.groupby("arm")[target].mean()
