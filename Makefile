@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo site test readme export clean-nbs check-export check-clean nbtest pytest pytest-main pytest-slurm lab bench bench-suite gpu-check gpu-bundle
+.PHONY: setup demo site test readme results-readmes export clean-nbs check-export check-clean nbtest pytest pytest-main pytest-slurm lab bench bench-suite gpu-check gpu-bundle
 
 setup: $(STAMP)
 
@@ -63,6 +63,9 @@ export: setup
 
 readme: setup  # README.md from nbs/index.ipynb (nbdev_readme where Quarto exists)
 	if command -v quarto >/dev/null; then $(BIN)/nbdev_readme; else $(BIN)/jupyter nbconvert --log-level=ERROR --to markdown nbs/index.ipynb --output-dir . --output README; fi
+
+results-readmes: setup  # the computed part of each results/*/README.md that reports the study (race_nb.reproduction.write_readmes)
+	$(BIN)/python -c "from race_nb.reproduction import write_readmes; print('rewritten:', write_readmes() or 'none')"
 
 lab: setup
 	$(BIN)/jupyter lab nbs

@@ -15,12 +15,12 @@ from .flops import BUDGET_COMPONENTS
 from .render import render_fallback, render_quarto
 
 # %% auto #0
-__all__ = ['COLORS', 'REWARD_COLORS', 'CALL_COLORS', 'CURVE_KEYS', 'GRID_MENU', 'PAGE_PRELOAD', 'USER_PAGES', 'load_results',
-           'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table', 'frontier_pivot',
-           'plot_frontiers', 'plot_pilot_vs_full', 'config_label', 'calls_table', 'plot_forest', 'plot_contrasts',
-           'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget', 'shift_summary', 'plot_shift',
-           'coupling_table', 'report_pages', 'grid_label', 'report_nav', 'run_notebooks', 'execute_report',
-           'pick_renderer', 'render_report']
+__all__ = ['COLORS', 'PER_CELL_BARS', 'REWARD_COLORS', 'CALL_COLORS', 'CURVE_KEYS', 'COUPLING_WORDS', 'GRID_MENU', 'PAGE_PRELOAD',
+           'USER_PAGES', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys',
+           'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'config_label', 'calls_table',
+           'plot_forest', 'plot_contrasts', 'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget',
+           'shift_summary', 'plot_shift', 'coupling_table', 'report_pages', 'grid_label', 'report_nav', 'user_grid',
+           'run_notebooks', 'execute_report', 'pick_renderer', 'render_report']
 
 # %% ../nbs/09_report.ipynb #52c2825b
 def load_results(runs_dir) -> pd.DataFrame:
@@ -54,24 +54,49 @@ def grid_card(results: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../nbs/09_report.ipynb #40a49d9f
 COLORS = {"search": "#4C72B0", "learning": "#DD8452", "reward": "#55A868"}
+PER_CELL_BARS = 24 # up to this many cells, one bar per cell; more, one panel per model with a bar per configuration and arm (mean over seeds)
 
-def plot_compute(results: pd.DataFrame, ax=None):
-    "Stacked bars of search / learning / reward FLOPs per cell, realised rho on top; failed cells marked, not drawn as zeros."
-    import matplotlib.pyplot as plt
-    df = results.sort_values(["model", "reward", "rho", "arm", "seed"]).reset_index(drop=True)
-    ax = ax or plt.subplots(figsize=(max(6, 0.45 * len(df)), 4))[1]
+def _stack(ax, df, labels, status=None):
+    "Stacked search / learning / reward bars of `df`'s rows, the realised rho on top; a row whose `status` is not done is marked, not drawn as zeros."
     bottom = np.zeros(len(df))
+    done = np.ones(len(df), bool) if status is None else (status == "done").to_numpy()
     for c in BUDGET_COMPONENTS:
-        v = np.where(df.status == "done", pd.to_numeric(df[f"flops_{c}"], errors="coerce").fillna(0).to_numpy(float), 0.0)
+        v = np.where(done, pd.to_numeric(df[f"flops_{c}"], errors="coerce").fillna(0).to_numpy(float), 0.0)
         ax.bar(range(len(df)), v, bottom=bottom, color=COLORS[c], label=c)
         bottom += v
-    for i, r in df.iterrows():
-        if r.status == "done": ax.text(i, bottom[i], f"{r.rho:.2f}", ha="center", va="bottom", fontsize=7)
-        else: ax.text(i, 0, r.status.upper(), rotation=90, ha="center", va="bottom", fontsize=8, color="red")
-    ax.set_xticks(range(len(df)), label(df), rotation=75, fontsize=7)
-    ax.set(ylabel="FLOPs", title="Compute per cell (numbers: realised rho)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: never over the bars
-    return ax
+    for i, (ok, rho) in enumerate(zip(done, df.rho)):
+        if ok: ax.text(i, bottom[i], f"{rho:.2f}", ha="center", va="bottom", fontsize=7)
+        else: ax.text(i, 0, str(status.iloc[i]).upper(), rotation=90, ha="center", va="bottom", fontsize=8, color="red")
+    ax.set_xticks(range(len(df)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set(ylabel="FLOPs", ylim=(0, 1.15 * bottom.max() if bottom.max() > 0 else 1))  # room for the rho labels
+
+def plot_compute(results: pd.DataFrame, ax=None):
+    "Stacked bars of search / learning / reward FLOPs, realised rho on top: one bar per cell (failed cells marked, not drawn as zeros) up to `PER_CELL_BARS` cells or with `ax`; beyond, one panel per model, a bar per reward system and arm averaged over its done seeds. Returns the figure."
+    import matplotlib.pyplot as plt
+    if ax is not None or len(results) <= PER_CELL_BARS:
+        df = results.sort_values(["model", "reward", "rho", "arm", "seed"]).reset_index(drop=True)
+        ax = ax or plt.subplots(figsize=(max(6, 0.45 * len(df)), 4))[1]
+        _stack(ax, df, label(df), df.status)
+        ax.set_title("Compute per cell (numbers: realised rho)")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: never over the bars
+        return ax.figure
+    done = results[results.status == "done"]
+    cols = [f"flops_{c}" for c in BUDGET_COMPONENTS] + ["rho"]
+    keys = [k for k in ("reward", "budget", "arm") if k in done and (k != "budget" or done.budget.nunique() > 1)]
+    models = sorted(results.model.unique())
+    g = {m: done[done.model == m].groupby(keys)[cols].mean().reset_index().sort_values(keys[:-1] + ["rho"]) for m in models}
+    width = max(len(t) for t in g.values())
+    fig, axes = plt.subplots(len(models), 1, figsize=(max(7, 0.38 * width + 2.5), 2.9 * len(models)), squeeze=False)
+    for a, m in zip(axes[:, 0], models):
+        t = g[m]
+        n_seeds, not_done = done[done.model == m].seed.nunique(), int(((results.model == m) & (results.status != "done")).sum())
+        lab = t[keys[:-1]].astype(str).agg(" ".join, axis=1) + " / " + t.arm if len(keys) > 1 else t.arm
+        _stack(a, t.reset_index(drop=True), lab)
+        a.set_title(f"{m}: mean over {n_seeds} seed(s)" + (f"; {not_done} cell(s) not done, left out" if not_done else ""), fontsize=9, loc="left")
+    axes[0, 0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle("Compute per configuration and arm (numbers: realised rho)", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 # %% ../nbs/09_report.ipynb #e63ad7f1
 def frontier_keys(results: pd.DataFrame) -> list[str]:
@@ -350,6 +375,8 @@ def plot_shift(per: pd.DataFrame, ax=None):
     ax.figure.tight_layout()
     return ax.figure
 
+COUPLING_WORDS = {"larger wins": "larger better", "smaller wins": "smaller better", "no difference shown": "inconclusive (the interval holds 0)"} # the size verdicts in the claims' vocabulary
+
 def coupling_table(coupling: pd.DataFrame) -> pd.DataFrame:
     "`race.size_coupling` as people read it: per reward, budget and size pair, each size's best arm and value, larger minus smaller with its 95% interval, the verdict."
     from race_nb.race import interval_text
@@ -358,7 +385,7 @@ def coupling_table(coupling: pd.DataFrame) -> pd.DataFrame:
                          "sizes": coupling.smaller + " -> " + coupling.larger, "best arms": coupling.smaller_arm + " -> " + coupling.larger_arm,
                          "best pass@1": [f"{a:.3f} -> {b:.3f}" for a, b in zip(coupling.smaller_best, coupling.larger_best)],
                          "larger minus smaller (95%)": [interval_text(*v, digits=3, sign=True) for v in zip(coupling.larger_minus_smaller, coupling.lo, coupling.hi)],
-                         "verdict": coupling.verdict})
+                         "verdict": coupling.verdict.map(lambda v: COUPLING_WORDS.get(v, v))})
 
 # %% ../nbs/09_report.ipynb #493f62cf
 GRID_MENU = "This grid" # the menu of a grid's own report pages (under grid/ in `_quarto.yml`)
@@ -392,6 +419,10 @@ PAGE_PRELOAD = ("race_nb.report", "race_nb.race", "race_nb.grid", "race_nb.flops
 
 # %% ../nbs/09_report.ipynb #d828f2ca
 USER_PAGES = ("index", "reproduction", "method", "grid/index", "grid/compute", "grid/race") # the pages of a grid of a user's own notebook: the study, and its own overview, compute and RACE's calls on its own targets
+
+def user_grid(results: pd.DataFrame) -> bool:
+    "Are these the cells of a user's own notebook (a grid's `template:`), whose targets are not race_nb's?"
+    return "template" in results.columns and results.template.notna().any()
 
 # %% ../nbs/09_report.ipynb #64b8ca69
 def run_notebooks(jobs: dict, # name -> (notebook, executed copy, parameters, working directory)

@@ -13,9 +13,11 @@ from .core import project_root
 from .config import MODEL_REWARDS
 
 # %% auto #0
-__all__ = ['VALIDATION', 'PAPER_MODELS', 'SHIFT_CLAIM', 'RHO_PRIME_CLAIM', 'RACE_CLAIM', 'read_validation', 'done_populations',
-           'race_answer', 'budget_label', 'sign_table', 'plot_budget_scaling', 'tiny_world', 'world_text',
-           'sign_record', 'record_claims', 'paper_claims', 'verdict_counts']
+__all__ = ['VALIDATION', 'PAPER_MODELS', 'STUDY', 'SHIFT_CLAIM', 'RHO_PRIME_CLAIM', 'RACE_CLAIM', 'HYPOTHESES', 'NO_MOVE_WITHIN',
+           'README_MARKS', 'README_FOLDERS', 'read_validation', 'done_populations', 'race_answer', 'budget_label',
+           'sign_table', 'plot_budget_scaling', 'tiny_world', 'world_text', 'study_results', 'by_source', 'sign_record',
+           'record_claims', 'paper_claims', 'verdict_counts', 'hypotheses_table', 'study_claims', 'md_table',
+           'results_readme', 'write_readmes']
 
 # %% ../nbs/09b_reproduction.ipynb #ecdb9375
 VALIDATION = Path("results") / "race-forecast" / "validation.json" # the frozen rule's record, relative to the project
@@ -141,6 +143,41 @@ def world_text(results: pd.DataFrame, # the study's results (results/tiny)
         "rewards and judge that read a toy language, and seed spreads measured here (not on 1.5B-7B models).",
     ]
     return "\n\n".join(lines)
+
+# %% ../nbs/09b_reproduction.ipynb #04563f12
+STUDY = {"tiny": ("tiny", "tiny-topup"), "size": ("size-2seeds",)} # the committed folders each part of the study reads: results/tiny's seeds 0-1 with the top-up's seeds 2-3 (grids/tiny-topup.yaml); the two-seed size grid, whose seed 0 supersedes the one-seed results/size (run on an older ledger)
+
+def study_results(part: str = "tiny", # a part of the study: a key of `STUDY`
+                  root=None, # the folder of committed results (default: the project's results/)
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "(results, per-prompt values) of a part of the study: its committed folders (`STUDY`) concatenated, each row's folder in `source`; a cell (configuration, arm, seed) in two folders is refused."
+    from race_nb.core import check_choice
+    from race_nb.grid import read_results_folder
+    from race_nb.race import config_keys
+    check_choice("study part", part, list(STUDY))
+    root = Path(root) if root else project_root() / "results"
+    parts = [(f, *read_results_folder(root / f)) for f in STUDY[part]]
+    res = pd.concat([r.assign(source=f) for f, r, _ in parts], ignore_index=True)
+    pp = pd.concat([p for _, _, p in parts if len(p)], ignore_index=True) if any(len(p) for _, _, p in parts) else parts[0][2]
+    keys = list(dict.fromkeys(config_keys(res) + ["budget", "arm", "seed"]))
+    twice = res[res.duplicated(keys, keep=False)]
+    if len(twice): raise ValueError(f"study part {part!r}: {len(twice)} rows share a cell across {', '.join(STUDY[part])} (first: {twice.iloc[0][keys].to_dict()})")
+    return res, pp
+
+def by_source(results: pd.DataFrame) -> pd.DataFrame:
+    "The shift test (`race.shift_test`) per committed folder of a part of the study: its seeds, rho* per kind of feedback, the shift in rho, with no best arm moving, and in rho', each with its t interval, and the mean pass@1. Each folder's rho counts what the code of its commit charged."
+    from race_nb.race import interval_text, shift_test
+    names = {"rule-based": "rule-based rho*", "model-based": "model-based rho*", "rule minus model": "shift in rho",
+             "rule minus model, no best arm moves": "shift, no best arm moves", "rule minus model, in rho'": "shift in rho'"}
+    rows = []
+    for src, g in results.groupby("source", sort=False):
+        done = g[g.status == "done"]
+        k = shift_test(done)[1]
+        k = k.set_index("feedback") if len(k) else pd.DataFrame(columns=["rho_star", "lo", "hi"])
+        rows.append({"folder": f"results/{src}", "seeds": ", ".join(map(str, sorted(done.seed.unique()))),
+                     **{n: interval_text(k.loc[f].rho_star, k.loc[f].lo, k.loc[f].hi) if f in k.index else "-" for f, n in names.items()},
+                     "mean pass@1": f"{done.pass1_id.mean():.3f}"})
+    return pd.DataFrame(rows)
 
 # %% ../nbs/09b_reproduction.ipynb #ab538a77
 def _row(claim: str, paper: str, here: str, verdict: str) -> dict:
@@ -294,3 +331,111 @@ def verdict_counts(claims: pd.DataFrame) -> str:
     "'N reproduced, N not reproduced, N inconclusive' of a claims table."
     v = claims.verdict.str.split(" \\(").str[0]
     return ", ".join(f"{(v == k).sum()} {k}" for k in ("reproduced", "not reproduced", "inconclusive"))
+
+# %% ../nbs/09b_reproduction.ipynb #99491dfc
+HYPOTHESES = ( # results/claims-rule.md, committed before the top-up ran: (hypothesis, the claims row it reads, the verdict it expected)
+    ("H1", "best rho on the native reward, rule-based feedback", "inconclusive"),
+    ("H2", "best rho on the native reward, model-based feedback", "reproduced"),
+    ("H3", SHIFT_CLAIM, "inconclusive"),
+    ("H4", RHO_PRIME_CLAIM, "inconclusive"),
+    ("H6", "targets disagree: pass@1 best at high update, judge at medium update (dense / PRM)", "not reproduced"),
+    ("H7", "model size and allocation are coupled at a fixed budget (best arm per size)", "inconclusive"),
+    ("RACE", RACE_CLAIM, "inconclusive"),
+    ("gain", "no guaranteed held-out gain from the recommended arm", "inconclusive"))
+NO_MOVE_WITHIN = 0.05 # H5: the no-move counterfactual within this of the shift in rho (the shift is bookkeeping)
+
+def hypotheses_table(claims: pd.DataFrame, # `paper_claims` of the study's tiny part
+                     size_claims: pd.DataFrame, # the size row of the two-seed size grid (H7 reads it)
+                     kinds: pd.DataFrame, # `race.shift_test`'s per-kind rows of the tiny part (H5)
+                    ) -> pd.DataFrame:
+    "Each pre-registered hypothesis beside what was read: the expected verdict, the verdict of the one rule, and whether they agree."
+    both = pd.concat([claims[claims.claim != HYPOTHESES[5][1]], size_claims]).set_index("claim")
+    rows = [dict(hypothesis=h, claim=c, expected=e, read=both.loc[c].verdict.split(" (")[0] if c in both.index else "-") for h, c, e in HYPOTHESES]
+    k = kinds.set_index("feedback")
+    gap = abs(k.loc["rule minus model"].rho_star - k.loc["rule minus model, no best arm moves"].rho_star)
+    rows.insert(4, dict(hypothesis="H5", claim="the no-move counterfactual lies within 0.05 of the shift in rho", expected="within 0.05",
+                        read=f"{gap:.3f} apart: {'within' if gap <= NO_MOVE_WITHIN else 'not within'} 0.05"))
+    out = pd.DataFrame(rows)
+    return out.assign(**{"as expected": [("yes" if (r.read.endswith("within 0.05") and "not" not in r.read) else "no") if r.hypothesis == "H5"
+                                          else ("yes" if r.read == r.expected else "no") for r in out.itertuples()]})
+
+def study_claims(root=None) -> pd.DataFrame:
+    "The study's claims table (`paper_claims` by the one rule): the tiny part's rows (`study_results(\"tiny\")`), the size row from the two-seed size grid (`study_results(\"size\")`: the tiny grid has one budget), RACE's and the held-out gain's from the frozen rule's record."
+    root = Path(root) if root else project_root() / "results"
+    tiny, tiny_pp = study_results("tiny", root)
+    claims = paper_claims(tiny, tiny_pp, record=read_validation(root / "race-forecast" / "validation.json"))
+    size, size_pp = study_results("size", root)
+    row = _size_claim(size[size.status == "done"], size_pp if len(size_pp) else None)
+    row["here"] = f"results/size-2seeds ({size.seed.nunique()} seeds, {size.budget.nunique()} budgets): {row['here']}"
+    i = claims.index[claims.claim == row["claim"]][0]
+    claims.loc[i] = pd.Series(row)
+    return claims
+
+# %% ../nbs/09b_reproduction.ipynb #46494902
+README_MARKS = ("<!-- computed: race_nb.reproduction.results_readme (make results-readmes rewrites it; tests/test_results_readmes.py checks it) -->",
+                "<!-- end of the computed part -->")
+README_FOLDERS = ("tiny", "tiny-topup", "size-2seeds", "size") # the results folders whose README carries a computed part
+
+def md_table(df: pd.DataFrame) -> str:
+    "A markdown pipe table of `df` (strings as they are, numbers as pandas prints them)."
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    head = "| " + " | ".join(map(cell, df.columns)) + " |\n|" + "---|" * len(df.columns)
+    return head + "".join("\n| " + " | ".join(cell(v) for v in r) + " |" for r in df.itertuples(index=False))
+
+def _cells_line(res: pd.DataFrame) -> str:
+    done = res[res.status == "done"]
+    return (f"{len(done)} of {len(res)} cells done: {', '.join(sorted(res.model.unique()))} x {res.reward.nunique()} reward system(s) x "
+            f"{res.arm.nunique()} arms x seeds {', '.join(map(str, sorted(res.seed.unique())))} at "
+            f"{', '.join(f'{b:.1e}'.replace('e+', 'e') for b in sorted(res.budget.unique()))} FLOPs; the cells' wall time sums to "
+            f"{done.wall_seconds.sum() / 60:.0f} min.")
+
+def _learned(done: pd.DataFrame) -> str:
+    g = done.groupby("model")[["pass1_id_warm", "pass1_id"]].mean()
+    return "; ".join(f"{m} {r.pass1_id_warm:.3f} -> {r.pass1_id:.3f}" for m, r in g.iterrows())
+
+def results_readme(folder: str, # a folder of `README_FOLDERS`
+                   root=None) -> str:
+    "The computed part of a results folder's README: its cells, and the study's answer that reads it (the claims by the one rule, per committed folder, the size pairs)."
+    from race_nb.core import check_choice
+    from race_nb.grid import read_results_folder
+    from race_nb.race import shift_test, size_coupling
+    from race_nb.report import coupling_table
+    check_choice("results folder", folder, README_FOLDERS)
+    root = Path(root) if root else project_root() / "results"
+    res, pp = read_results_folder(root / folder)
+    done = res[res.status == "done"]
+    out = [f"**This folder.** {_cells_line(res)} Mean pass@1 (in distribution) at the warm start and after training: {_learned(done)}."]
+    if folder in STUDY["tiny"]:
+        tiny, tiny_pp = study_results("tiny", root)
+        out.append(f"**The study's tiny part** reads {' and '.join(f'results/{f}' for f in STUDY['tiny'])} together (`study_results(\"tiny\")`): "
+                   f"{_cells_line(tiny)}")
+        if folder == "tiny":
+            claims = study_claims(root)
+            out += [f"### The paper's claims, by the one verdict rule (`study_claims`: this part's rows, the size row from results/size-2seeds)\n\n{md_table(claims)}\n\n**{verdict_counts(claims)}.**",
+                    "### The shift test per folder (`by_source`: each folder's rho counts what its commit's code charged)\n\n" + md_table(by_source(tiny))]
+            hyp = hypotheses_table(claims, claims[claims.claim == HYPOTHESES[5][1]], shift_test(tiny[tiny.status == "done"])[1])
+            out.append("### The pre-registered hypotheses (`results/claims-rule.md`) against what was read (`hypotheses_table`; H7 reads results/size-2seeds)\n\n"
+                       + md_table(hyp) + f"\n\n**{(hyp['as expected'] == 'yes').sum()} of {len(hyp)} as expected.**")
+    if folder in STUDY["size"] or folder == "size":
+        if folder == "size": out.append("**Superseded** by results/size-2seeds (two seeds, per-prompt values, today's ledger); kept as it ran.")
+        else: out.append("### The size claim, by the one verdict rule\n\n" + md_table(pd.DataFrame([_size_claim(done, pp if len(pp) else None)])))
+        out.append("### Larger against smaller at equal FLOPs (each at its best arm, paired over prompts and seeds; `race.size_coupling`)\n\n"
+                   + md_table(coupling_table(size_coupling(done, "pass1_id", pp if len(pp) else None))))
+    return "\n\n".join(out)
+
+def write_readmes(root=None, # the folder of committed results (default: the project's results/)
+                  check: bool = False, # only say which READMEs differ from what the code computes now; write nothing
+                 ) -> list[str]:
+    "Put each `README_FOLDERS` README's computed part (`results_readme`) between `README_MARKS` (appended when missing); return the folders whose README changed (or, with `check`, would)."
+    root = Path(root) if root else project_root() / "results"
+    changed = []
+    for f in README_FOLDERS:
+        p = root / f / "README.md"
+        text = p.read_text() if p.exists() else f"# results/{f}\n"
+        head, _, rest = text.partition(README_MARKS[0])
+        tail = rest.partition(README_MARKS[1])[2] if rest else ""
+        new = f"{head.rstrip()}\n\n{README_MARKS[0]}\n{results_readme(f, root)}\n{README_MARKS[1]}\n{tail.lstrip()}".rstrip() + "\n"
+        if new != text:
+            changed.append(f)
+            if not check: p.write_text(new)
+    return changed

@@ -4,7 +4,7 @@
 
 # %% ../nbs/09a_site.ipynb #5fa1ad6e
 from __future__ import annotations
-import ast, configparser, copy, re
+import ast, configparser, copy, html, re
 from pathlib import Path
 import yaml
 from .core import project_root
@@ -12,8 +12,9 @@ from .report import GRID_MENU, execute_report, grid_label, pick_renderer, report
 from .render import for_readers, math_to_mathml, page_chrome, render_fallback, render_quarto, retitle
 
 # %% auto #0
-__all__ = ['chapter_pages', 'select_chapters', 'skip_flags', 'for_execution', 'execute_chapters', 'api_entries', 'api_notebook',
-           'chapter_for_readers', 'chapter_html', 'site_nav', 'render_site']
+__all__ = ['CAPTION', 'chapter_pages', 'select_chapters', 'skip_flags', 'for_execution', 'execute_chapters', 'api_entries',
+           'api_notebook', 'build_paths', 'without_build_paths', 'chapter_for_readers', 'without_link_attributes',
+           'chapter_html', 'site_nav', 'render_site', 'page_problems']
 
 # %% ../nbs/09a_site.ipynb #f56e67e3
 def chapter_pages() -> list[tuple[str, str]]:
@@ -118,13 +119,38 @@ def api_notebook(entries, # `api_entries()`, or a subset
     return nb
 
 # %% ../nbs/09a_site.ipynb #3fa71bc2
+def build_paths() -> list[tuple[str, str]]:
+    "The build machine's folders a chapter's output may print, longest first, and what its page shows instead: the project as `.`, the data folder as `$RACE_DATA_DIR`, the temporary folder as `$TMPDIR`, the home folder as `~`."
+    import os, tempfile
+    out = [(str(project_root()), "."), (os.environ.get("RACE_DATA_DIR", ""), "$RACE_DATA_DIR"), (tempfile.gettempdir(), "$TMPDIR"), (os.path.expanduser("~"), "~")]
+    return sorted([(a.rstrip("/"), b) for a, b in out if a.rstrip("/")], key=lambda x: -len(x[0]))
+
+def without_build_paths(text: str, paths=None) -> str:
+    "`text` with the build machine's folders (`build_paths`) named as a reader's machine would, and `PosixPath('x')` as `'x'`."
+    for a, b in (build_paths() if paths is None else paths): text = text.replace(a, b)
+    return re.sub(r"PosixPath\('([^']*)'\)", r"'\1'", text)
+
 def chapter_for_readers(nb):
-    "A chapter as the site shows it: `#| hide` cells left out, `#|` directive lines dropped from the code, stderr dropped (`for_readers`)."
+    "A chapter as the site shows it: `#| hide` cells left out, `#|` directive lines dropped from the code, stderr dropped (`for_readers`), no folder of the build machine in an output (`without_build_paths`)."
     nb = for_readers(copy.deepcopy(nb))
     nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and re.search(r"^#\|\s*hide\b", c.source, flags=re.M))]
     for c in nb.cells:
         if c.cell_type == "code": c.source = "\n".join(l for l in c.source.splitlines() if not l.startswith("#|")).strip("\n")
     nb.cells = [c for c in nb.cells if c.cell_type != "code" or c.source or c.get("outputs")]  # a cell that held only directives
+    paths = build_paths()
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            if "text" in o: o["text"] = without_build_paths(o["text"] if isinstance(o["text"], str) else "".join(o["text"]), paths)
+            for k, v in o.get("data", {}).items():
+                if k.startswith("text/"): o["data"][k] = without_build_paths(v if isinstance(v, str) else "".join(v), paths)
+    return nb
+
+def without_link_attributes(nb):
+    "The notebook with Quarto's link attributes (`[source](url){target=\"_blank\" ...}`, which show_doc writes) dropped from its markdown outputs: nbconvert would print them as text."
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            md = o.get("data", {}).get("text/markdown")
+            if md: o["data"]["text/markdown"] = re.sub(r"(\]\([^)\s]+\))\{target=[^}]*\}", r"\1", md if isinstance(md, str) else "".join(md))
     return nb
 
 def chapter_html(nb, # an executed chapter
@@ -135,7 +161,7 @@ def chapter_html(nb, # an executed chapter
                 ) -> str:
     "A chapter's page of the fallback site: nbconvert HTML with its code and MathML for its TeX, in the site's chrome."
     from nbconvert import HTMLExporter
-    body, _ = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(math_to_mathml(chapter_for_readers(nb)))
+    body, _ = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(math_to_mathml(without_link_attributes(chapter_for_readers(nb))))
     body = retitle(body, f"{title} - race_nb")
     return page_chrome(body, nav, f"chapters/{stem}", site_title, prefix="../")
 
@@ -189,3 +215,46 @@ def render_site(runs_dir=None, # a grid's runs folder (default: the demo grid's,
     api = api_notebook([e for e in api_entries() if e["chapter"] in dict(known)], known)
     (_quarto_site if renderer == "quarto" else _fallback_site)(executed, raw, out, pages, known, api, grid_label(runs_dir))
     return out / "index.html", renderer
+
+# %% ../nbs/09a_site.ipynb #c8fb9467
+def _output_text(o) -> str:
+    "What a reader sees of one output: its text, markdown or HTML (tags and embedded images dropped)."
+    if o.get("output_type") == "stream": return o.get("text", "") if o.get("name") != "stderr" else ""  # the pages drop stderr (`for_readers`)
+    d = o.get("data", {})
+    j = lambda v: v if isinstance(v, str) else "".join(v)
+    if "text/html" in d: return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r'src="data:[^"]*"', "", re.sub(r"<style.*?</style>", "", j(d["text/html"]), flags=re.S))))
+    if "text/markdown" in d:  # code in it (fences, spans, show_doc's quoted signature lines) is code, not a printed value
+        md = re.sub(r"```.*?```", " ", j(d["text/markdown"]), flags=re.S)
+        return re.sub(r"`[^`]*`", " ", re.sub(r"^>\s{3,}.*$", " ", md, flags=re.M))
+    return j(d.get("text/plain", ""))
+
+CAPTION = "**The figure**" # how a report page's figure caption begins (a markdown output after it in its cell, or the next markdown cell)
+
+def page_problems(site, # a built site folder: its pages and `_executed/` (`render_site`)
+                  paths=(), # absolute paths of the build machine no page may print (the runs, data and temporary folders, ...)
+                  report=("", "grid"), # folders of `_executed/` holding report pages: their figures need a caption, their values are never NaN (a chapter prints what its code returns)
+                 ) -> list[str]:
+    "What a reader should never see, one line per finding: a path of the build machine or a `PosixPath` in an output, `nan` / `NaN` / `None` printed as a value on a report page, Quarto's link attributes printed as text, a report figure with no caption (`CAPTION`)."
+    import nbformat
+    site, found = Path(site), []
+    for p in sorted((site / "_executed").rglob("*.ipynb")):
+        rel = p.relative_to(site / "_executed")
+        if "_inputs" in rel.parts: continue
+        nb, report_page = nbformat.read(p, as_version=4), rel.parent.as_posix() in [f or "." for f in report]
+        cells = (chapter_for_readers(nb) if rel.parts[0] == "chapters" else nb).cells  # what the chapter's page shows
+        for i, c in enumerate(cells):
+            outs = c.get("outputs", []) if c.cell_type == "code" else []
+            for k, o in enumerate(outs):
+                t = _output_text(o)
+                for bad in [str(x) for x in paths if str(x)] + ["PosixPath("]:
+                    if bad in t: found.append(f"{rel} cell {c.get('id')}: prints {bad!r}: ...{t[max(0, t.find(bad) - 80):t.find(bad) + 80]!r}")
+                m = re.search(r"(?<![\w'\"`.])(nan|NaN|None)(?![\w'\"`(])", t)
+                if m and report_page and o.get("output_type") != "stream": found.append(f"{rel} cell {c.get('id')}: prints {m.group(1)}: ...{t[max(0, m.start() - 80):m.end() + 40]!r}")
+                if "image/png" in o.get("data", {}) and report_page:
+                    after = any(CAPTION in _output_text(x) for x in outs[k + 1:] if "text/markdown" in x.get("data", {})) or (
+                        i + 1 < len(cells) and cells[i + 1].cell_type == "markdown" and cells[i + 1].source.lstrip().startswith(CAPTION))
+                    if not after: found.append(f"{rel} cell {c.get('id')}: a figure without a caption")
+    for p in sorted(site.rglob("*.html")):
+        if "_executed" in p.parts: continue
+        if re.search(r"</a>\s*\{target=", p.read_text()): found.append(f"{p.relative_to(site)}: Quarto link attributes printed as text")
+    return found

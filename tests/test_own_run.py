@@ -47,8 +47,8 @@ def test_race_pilot_on_a_user_notebook(tmp_path):
     assert dg.returncode == 0 and "digit_share" in dg.stdout, dg.stdout + dg.stderr
     rep = subprocess.run([RACE, "report", str(tmp_path / "pilot-own_run"), "--out", str(tmp_path / "site"), "--renderer", "fallback"],
                          capture_output=True, text=True, timeout=600)
-    assert rep.returncode == 0 and "4 pages" in rep.stdout, rep.stdout + rep.stderr
-    assert "digit_share" in (tmp_path / "site" / "race.html").read_text() and "your own notebook" in (tmp_path / "site" / "index.html").read_text()
+    assert rep.returncode == 0 and "6 pages" in rep.stdout, rep.stdout + rep.stderr  # the study's three, the grid's own three (USER_PAGES)
+    assert "digit_share" in (tmp_path / "site" / "grid" / "race.html").read_text() and "your own notebook" in (tmp_path / "site" / "grid" / "index.html").read_text()
     print(res.stdout)
 
 

@@ -264,12 +264,12 @@ def test_a_dead_reward_fails_its_cell_or_warns_and_is_marked(data_dir, tmp_path)
     st = subprocess.run([RACE, "grid", "status", str(tmp_path / "runs" / "deadwarn")], capture_output=True, text=True)
     assert st.returncode == 0 and f"low signal {warn.cell}: only 0% of its prompt groups" in st.stdout, st.stdout
     from race_nb.report import render_report
-    with pytest.raises(ValueError, match="unknown report page 'computes'; valid: index, compute"):  # checked before a page runs
+    with pytest.raises(ValueError, match="unknown report page 'computes'; valid: index, reproduction, method, grid/index, grid/compute"):  # checked before a page runs
         render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=["computes"])
     with pytest.raises(ValueError, match=r"only=\[\] names no report page"):
         render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=[])
     first, _ = render_report(tmp_path / "runs" / "deadwarn", tmp_path / "site", "fallback", only=["compute"])  # the page that marks it
-    assert first.name == "compute.html" and sorted(p.name for p in (tmp_path / "site").glob("*.html")) == ["compute.html"]
+    assert first == tmp_path / "site" / "grid" / "compute.html" and [p.relative_to(tmp_path / "site").as_posix() for p in (tmp_path / "site").rglob("*.html")] == ["grid/compute.html"]
     assert "learned from too little signal" in first.read_text()
     print(fail.error)
 

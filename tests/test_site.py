@@ -68,9 +68,13 @@ def visit_site(site: Path, shots: Path) -> dict:
                 assert url.scheme == "file", f"{rel}: navigation leaves the site: {href}"
                 todo.append(Path(urllib.parse.unquote(url.path)).resolve())
         page.goto((site / "index.html").resolve().as_uri())
-        page.hover(".race-menu-label")  # the Chapters menu opens on hover and lists the chapters
-        menu = page.locator(".race-menu-items a")
+        chapters = page.locator(".race-menu", has=page.locator(".race-menu-label", has_text="Chapters"))
+        chapters.locator(".race-menu-label").hover()  # the Chapters menu opens on hover and lists the chapters
+        menu = chapters.locator(".race-menu-items a")
         assert menu.first.is_visible() and menu.count() == len(list((site / "chapters").glob("*.html")))
+        grid = page.locator(".race-menu", has=page.locator(".race-menu-label", has_text="This grid"))
+        grid.locator(".race-menu-label").hover()  # the grid's own report is its own menu, named after the grid
+        assert grid.locator(".race-menu-items a").count() == len(list((site / "grid").glob("*.html")))
         page.screenshot(path=str(shots / "index__chapters_menu_open.png"))
         browser.close()
     return seen
@@ -97,9 +101,10 @@ def test_site_in_chromium(site, tmp_path):
         assert info["text"] > 300, (str(rel), "a page with (almost) nothing on it")
         assert info["screenshot"].stat().st_size > 10_000, str(rel)
     by = {str(p.relative_to(site.resolve())): i for p, i in seen.items()}
-    for page in ("index.html", "compute.html", "race.html", "reproduction.html"): assert by[page]["tables"] > 0, page  # the report's tables
-    for page in ("compute.html", "frontiers.html", "index.html"): assert by[page]["images"], page  # and its figures (the overview opens with one)
-    assert len(by["reproduction.html"]["images"]) >= 4 and by["reproduction.html"]["tables"] >= 6  # the committed runs' claims, frontiers, size, sign
+    for page in ("index.html", "grid/index.html", "grid/compute.html", "grid/race.html", "reproduction.html"): assert by[page]["tables"] > 0, page  # the report's tables
+    for page in ("grid/compute.html", "grid/frontiers.html", "grid/index.html"): assert by[page]["images"], page  # and its figures (the grid's overview opens with one)
+    assert by["index.html"]["tables"] >= 3  # the study on the front page: the tiny world, the claims, the folders side by side
+    assert len(by["reproduction.html"]["images"]) >= 4 and by["reproduction.html"]["tables"] >= 5  # the committed runs' shift, size, RACE and sign
     assert by["chapters/01_flops.html"]["math"] > 10 and by["chapters/01_flops.html"]["tables"] > 0  # TeX as MathML; the chapter's tables
     assert by["chapters/09_report.html"]["images"], "the report chapter's figures"
     assert by["api.html"]["text"] > 5000

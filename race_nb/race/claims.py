@@ -92,7 +92,10 @@ def interval_text(est: float, lo: float, hi: float, digits: int = 2, sign: bool 
     f = f"{{:{'+' if sign else ''}.{digits}f}}"
     if not (np.isfinite(lo) and np.isfinite(hi)): return f.format(est) + " (one seed: no interval)"
     if hi - lo <= 1e-12: return f.format(est) + " (seeds agree exactly: no interval)"
-    return f"{f.format(est)} [{f.format(lo)}, {f.format(hi)}]"
+    for d in range(digits, digits + 3):  # a narrow interval gets the digits that tell its ends apart, never [0.61, 0.61]
+        g = f"{{:{'+' if sign else ''}.{d}f}}"
+        if g.format(lo) != g.format(hi): return f"{g.format(est)} [{g.format(lo)}, {g.format(hi)}]"
+    return f"{g.format(est)} [{g.format(lo)}, {g.format(hi)}] (width {hi - lo:.1e})"
 
 # %% ../../nbs/08_race.claims.ipynb #c8136f3e
 def _seed_best(ok: pd.DataFrame, keys: list, target: str) -> pd.DataFrame:
