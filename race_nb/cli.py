@@ -137,18 +137,17 @@ def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> 
     "The README's main job: run grids/demo.yaml, aggregate, diagnose with RACE, render the report, summarise."
     import time
     from race_nb.grid import aggregate, per_prompt_results, run_grid
-    from race_nb.race import diagnose, format_regimes
+    from race_nb.race import diagnose, format_calls
     from race_nb.report import render_report
     t0 = time.time()
     root = run_grid(project_root() / "grids" / "demo.yaml", runs_root=runs, workers=workers)
     res = aggregate(root)
     print(f"\nresults: {root / 'results.parquet'} ({(res.status == 'done').sum()}/{len(res)} cells done)")
     print(summarise(res))
-    print("\nRACE (pilot): high- vs low-update call per configuration; the contrast is paired over the evaluation prompts within "
-          "each training seed, and its 95% interval has the seed as its unit (t on seeds - 1 degrees of freedom)\n"
-          + format_regimes(diagnose(res, targets=("pass1_id", "judge"), per_prompt=per_prompt_results(root))))
+    print("\nRACE (this grid as a pilot): the high- vs low-update call per configuration and target "
+          "(race diagnose prints the fitted regimes beside it)\n" + format_calls(diagnose(res, targets=("pass1_id", "judge"), per_prompt=per_prompt_results(root))))
     index, renderer = render_report(root, out)
-    print(f"\nreport ({renderer}, {len(list(index.parent.glob('*.html')))} pages): {index.resolve()}")
+    print(f"\nreport ({renderer}, {len(list(index.parent.rglob('*.html')))} pages: the study, then this grid's own): {index.resolve()}")
     print(f"race demo finished in {time.time() - t0:.0f} s")
     return 0 if (res.status == "done").all() else 1
 
@@ -326,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "report":
             from race_nb.report import render_report
             index, renderer = render_report(args.runs_dir, args.out, args.renderer, full_dir=args.full, only=args.pages)
-            print(f"report rendered with {renderer}: {len(list(index.parent.glob('*.html')))} pages, open {index.resolve()}")
+            print(f"report rendered with {renderer}: {len([p for p in index.parent.rglob('*.html') if '_executed' not in p.parts])} pages, open {index.resolve()}")
         elif args.command == "site":
             from race_nb.site import render_site
             index, renderer = render_site(args.runs_dir, args.out, args.renderer, args.full, args.chapters, workers=args.workers)

@@ -11,12 +11,13 @@ import pandas as pd
 from .config import DEFAULT_ARM
 from .race import (Thresholds, paired_diff, arm_values, config_keys, diagnose, group_keys, paired_interval, select_config,
                           truth_label, update_sides)
+from .race.contrast import clopper_pearson  # the exact interval of a rate (defined beside the t quantile)
 
 # %% auto #0
 __all__ = ['FORECASTS', 'KAPPA_MIN_DECISIVE', 'DETERMINATE', 'HELDOUT_RULE', 'TRUTH_ORDER', 'FROZEN', 'grid_milestones',
            'curve_values', 'curve_array', 'synthetic_curves', 'saturating', 'forecast_contrast', 'forecast_call',
-           'successive_halving', 'forecast_validation', 'clopper_pearson', 'forecast_summary', 'regret_table',
-           'heldout_verdict', 'frozen_rule', 'budget_scaling', 'sign_record', 'scaling_slopes']
+           'successive_halving', 'forecast_validation', 'forecast_summary', 'regret_table', 'heldout_verdict',
+           'frozen_rule', 'budget_scaling', 'sign_record', 'scaling_slopes']
 
 # %% ../nbs/08b_forecast.ipynb #975caaf0
 def grid_milestones(runs_dir) -> pd.DataFrame:
@@ -246,14 +247,6 @@ def forecast_validation(pilot: pd.DataFrame, # the pilot's cells (`grid.aggregat
 
 # %% ../nbs/08b_forecast.ipynb #42e8f872
 KAPPA_MIN_DECISIVE = 5 # decisive pilot calls below which a method's kappa is not reported (one call gave kappa -0.116 [-0.333, -0.057])
-
-def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    "Exact (Clopper-Pearson) 1 - alpha interval of a rate k / n (NaNs for n = 0)."
-    from scipy.stats import beta
-    if n <= 0: return float("nan"), float("nan")
-    lo = float(beta.ppf(alpha / 2, k, n - k + 1)) if k > 0 else 0.0
-    hi = float(beta.ppf(1 - alpha / 2, k + 1, n - k)) if k < n else 1.0
-    return lo, hi
 
 DETERMINATE = ("high-update", "low-update") # truths a decisive call can agree with in sign
 

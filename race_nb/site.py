@@ -127,7 +127,8 @@ def build_paths() -> list[tuple[str, str]]:
 
 def without_build_paths(text: str, paths=None) -> str:
     "`text` with the build machine's folders (`build_paths`) named as a reader's machine would, and `PosixPath('x')` as `'x'`."
-    for a, b in (build_paths() if paths is None else paths): text = text.replace(a, b)
+    for a, b in (build_paths() if paths is None else paths):  # a whole folder name only: /tmp, not the /tmp of /tmpab12
+        text = re.sub(rf"(?<![\w./-]){re.escape(a)}(?![\w.-])", b.replace("\\", "\\\\"), text)
     return re.sub(r"PosixPath\('([^']*)'\)", r"'\1'", text)
 
 def chapter_for_readers(nb):

@@ -175,7 +175,7 @@ def test_bad_grid_fails_before_anything_is_written(tmp_path, text, msg):
 
 
 @pytest.mark.parametrize("name,n", [("demo", 12), ("tiny", 120), ("paper", 144), ("validation", 8), ("tiny-pilot", 60),
-                                    ("race-pilot", 24), ("race-full", 72), ("size", 36),
+                                    ("race-pilot", 24), ("race-full", 72), ("size", 72),
                                     ("race-regimes-pilot", 48), ("race-regimes-full", 72)])
 def test_shipped_grids_validate(name, n):
     g = load_grid(project_root() / "grids" / f"{name}.yaml")

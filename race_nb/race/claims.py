@@ -20,8 +20,8 @@ from .diagnose import *
 
 # %% auto #0
 __all__ = ['PAPER', 'CLAIM_MARGIN', 'RATE_MARGIN', 'target_disagreement', 'Claim', 'claim_value', 'claim_above', 'claim_below',
-           'verdict', 'seed_interval', 'share_interval', 'interval_text', 'shift_test', 'argmax_frequencies',
-           'disagreement_pattern', 'size_coupling']
+           'verdict', 'seed_interval', 'share_interval', 'shift_test', 'argmax_frequencies', 'disagreement_pattern',
+           'size_coupling']
 
 # %% ../../nbs/08_race.claims.ipynb #900a3d73
 def target_disagreement(results: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
@@ -82,20 +82,8 @@ def seed_interval(values, # one value per training seed (NaN dropped)
 
 def share_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float, float]:
     "(k / n, lo, hi): a share of configurations with its exact (Clopper-Pearson) interval; NaN with n = 0."
-    from race_nb.forecast import clopper_pearson
     if n == 0: return (math.nan, math.nan, math.nan)
     return (k / n, *clopper_pearson(k, n, alpha))
-
-def interval_text(est: float, lo: float, hi: float, digits: int = 2, sign: bool = False) -> str:
-    "An estimate and its 95% interval as people read it; says why there is none rather than printing NaN or a zero width."
-    if not np.isfinite(est): return "-"
-    f = f"{{:{'+' if sign else ''}.{digits}f}}"
-    if not (np.isfinite(lo) and np.isfinite(hi)): return f.format(est) + " (one seed: no interval)"
-    if hi - lo <= 1e-12: return f.format(est) + " (seeds agree exactly: no interval)"
-    for d in range(digits, digits + 3):  # a narrow interval gets the digits that tell its ends apart, never [0.61, 0.61]
-        g = f"{{:{'+' if sign else ''}.{d}f}}"
-        if g.format(lo) != g.format(hi): return f"{g.format(est)} [{g.format(lo)}, {g.format(hi)}]"
-    return f"{g.format(est)} [{g.format(lo)}, {g.format(hi)}] (width {hi - lo:.1e})"
 
 # %% ../../nbs/08_race.claims.ipynb #c8136f3e
 def _seed_best(ok: pd.DataFrame, keys: list, target: str) -> pd.DataFrame:

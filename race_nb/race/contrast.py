@@ -15,9 +15,9 @@ from .keys import *
 
 # %% auto #0
 __all__ = ['REGIMES', 'EQUIVALENCE_MARGIN', 'TRUTH_LABELS', 'Thresholds', 'rho_prime', 'arm_values', 'paired_diff',
-           'contrast_components', 't_quantile', 'paired_interval', 'null_arms', 'calibration_table', 'update_sides',
-           'update_call', 'truth_label', 'detectable_difference', 'power_table', 'seeds_for_power', 'decision_cost',
-           'decision_cost_line']
+           'contrast_components', 't_quantile', 'paired_interval', 'clopper_pearson', 'interval_text', 'null_arms',
+           'calibration_table', 'update_sides', 'update_call', 'truth_label', 'detectable_difference', 'power_table',
+           'seeds_for_power', 'decision_cost', 'decision_cost_line']
 
 # %% ../../nbs/08_race.contrast.ipynb #2dd76b36
 @dataclass(frozen=True)
@@ -116,6 +116,26 @@ def paired_interval(D: np.ndarray, # [seed, prompt] differences (prompts paired 
     if not (np.isfinite(c["se"]) and np.isfinite(c["df"]) and c["df"] > 0): return c["est"], float("nan"), float("nan")
     h = t_quantile(1 - th.alpha / 2, float(c["df"])) * c["se"]
     return c["est"], c["est"] - h, c["est"] + h
+
+# %% ../../nbs/08_race.contrast.ipynb #c1a9e7b2
+def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    "Exact (Clopper-Pearson) 1 - alpha interval of a rate k / n (NaNs for n = 0)."
+    from scipy.stats import beta
+    if n <= 0: return float("nan"), float("nan")
+    lo = float(beta.ppf(alpha / 2, k, n - k + 1)) if k > 0 else 0.0
+    hi = float(beta.ppf(1 - alpha / 2, k + 1, n - k)) if k < n else 1.0
+    return lo, hi
+
+def interval_text(est: float, lo: float, hi: float, digits: int = 2, sign: bool = False) -> str:
+    "An estimate and its 95% interval as people read it; says why there is none rather than printing NaN or a zero width."
+    if not np.isfinite(est): return "-"
+    f = f"{{:{'+' if sign else ''}.{digits}f}}"
+    if not (np.isfinite(lo) and np.isfinite(hi)): return f.format(est) + " (one seed: no interval)"
+    if hi - lo <= 1e-12: return f.format(est) + " (seeds agree exactly: no interval)"
+    for d in range(digits, digits + 3):  # a narrow interval gets the digits that tell its ends apart, never [0.61, 0.61]
+        g = f"{{:{'+' if sign else ''}.{d}f}}"
+        if g.format(lo) != g.format(hi): return f"{g.format(est)} [{g.format(lo)}, {g.format(hi)}]"
+    return f"{g.format(est)} [{g.format(lo)}, {g.format(hi)}] (width {hi - lo:.1e})"
 
 # %% ../../nbs/08_race.contrast.ipynb #e3fdfc34
 def null_arms(S: int, # training seeds

@@ -16,7 +16,7 @@ from .contrast import *
 from .fits import *
 
 # %% auto #0
-__all__ = ['diagnose', 'require_done', 'diagnose_runs', 'format_regimes']
+__all__ = ['CALLS_LEGEND', 'diagnose', 'require_done', 'diagnose_runs', 'format_regimes', 'format_calls']
 
 # %% ../../nbs/08_race.diagnose.ipynb #70bcb9dc
 def _confidence(g: pd.DataFrame, target: str, sibling: float | None, call: dict, th: Thresholds) -> float:
@@ -95,3 +95,18 @@ def format_regimes(tab: pd.DataFrame) -> str:
             "fit", "best_rho", "regime", "confidence", "reason"]
     return t.reindex(columns=cols).rename(columns={"regime": "fit_regime", "confidence": "fit_conf"}).to_string(
         index=False, na_rep="-", float_format=lambda x: f"{x:.2f}" if x == 0 or abs(x) >= 0.005 else f"{x:.0e}")  # learning rates stay readable; no NaN
+
+# %% ../../nbs/08_race.diagnose.ipynb #f8d01b3b
+CALLS_LEGEND = ("call: high-update (the higher-rho arms win on the target), low-update (the lower-rho arms win) or abstain (why: the "
+                "reason); contrast: mean target of the high-update arms minus the low-update arms, paired over prompts within each seed, "
+                "with its 95% t interval over seeds; arm: the arm the call recommends (blank when it abstains: keep your own)")
+
+def format_calls(tab: pd.DataFrame) -> str:
+    "The regime table (`diagnose`) as people read the update calls: per configuration and target the call, the contrast with its 95% interval, the seeds, the recommended arm (blank on an abstention) and why it abstained; one legend line first (`CALLS_LEGEND`). The fitted regimes are `format_regimes`'."
+    keys = list(tab.columns[:list(tab.columns).index("target")]) if "target" in tab else ["model", "reward"]
+    t = pd.DataFrame({"configuration": tab[keys].astype(str).agg(" / ".join, axis=1), "target": tab.target, "call": tab.call,
+                      "contrast [95%]": [interval_text(e, lo, hi, 3, sign=True) for e, lo, hi in zip(tab.contrast, tab.contrast_lo, tab.contrast_hi)],
+                      "seeds": tab.n_seeds.astype("Int64").astype(str),
+                      "arm": [a if c != "abstain" and isinstance(a, str) else "" for c, a in zip(tab.call, tab.call_arm)],
+                      "why": [r if c == "abstain" else "" for c, r in zip(tab.call, tab.reason.fillna(""))]})
+    return CALLS_LEGEND + "\n" + t.to_string(index=False)
