@@ -353,7 +353,7 @@ def shift_summary(kinds: pd.DataFrame) -> pd.DataFrame:
     "`race.shift_test`'s per-kind rows as people read them: what, in which measure, over how many configurations and seeds, the estimate with its 95% interval (t over seeds), the paper's value."
     from race_nb.race import interval_text
     return pd.DataFrame({"quantity": kinds.feedback, "measure": kinds.measure, "configurations": kinds.configurations, "seeds": kinds.seeds,
-                         "best rho (95% interval, t over seeds)": [interval_text(*v) for v in zip(kinds.rho_star, kinds.lo, kinds.hi)],
+                         "estimate (95% interval, t over seeds)": [interval_text(*v) for v in zip(kinds.rho_star, kinds.lo, kinds.hi)],
                          "paper": [f"{p:.3g}" if np.isfinite(p) else "-" for p in kinds.paper]})
 
 def plot_shift(per: pd.DataFrame, ax=None):

@@ -256,8 +256,9 @@ def _gain_claim(vt: pd.DataFrame) -> dict:
     claim = "no guaranteed held-out gain from the recommended arm"
     g = vt.gain_vs_trl_default.dropna() if "gain_vs_trl_default" in vt else pd.Series(dtype=float)
     if not len(g): return _row(claim, "not guaranteed", "-", "inconclusive (trl's default arm not in the full runs)")
+    if len(g) < 2: return _row(claim, "not guaranteed", f"gain over trl's default arm in 1 configuration: {g.iloc[0]:+.3f}", "inconclusive (one configuration: no interval)")
     est, lo, hi = seed_interval(g)
-    return _row(claim, "not guaranteed", f"gain over trl's default arm over {len(g)} configurations: {interval_text(est, lo, hi, 3, sign=True)}",
+    return _row(claim, "not guaranteed", f"gain over trl's default arm over {len(g)} configurations (t over them): {interval_text(est, lo, hi, 3, sign=True)}",
                 verdict(lo, hi, Claim(-np.inf, 0.0, "at most 0")))
 
 # %% ../nbs/09b_reproduction.ipynb #1cba6440
@@ -274,7 +275,7 @@ def _race_row(right: int, decisive: int, configurations: int, here: str) -> dict
 def _race_claim(vt: pd.DataFrame, s: dict) -> dict:
     "What a grid's pilot-vs-full validation measured (`race.validate`), as the RACE row."
     if not len(vt): return _row(RACE_CLAIM, "same-regime rate 1.0", "-", "inconclusive (no configuration in both pilot and full runs)")
-    here = (f"{len(vt)} configurations (full-budget truths: {s['full_truths']}); coverage {s['coverage']:.2f}"
+    here = (f"{len(vt)} configuration{'s' if len(vt) != 1 else ''} (full-budget truths: {s['full_truths']}); coverage {s['coverage']:.2f}"
             + (f"; {s['decisive_on_no_regime']} decisive calls where the full runs show no regime" if s.get("decisive_on_no_regime") else ""))
     if s["shared_seeds"]: return _row(RACE_CLAIM, "same-regime rate 1.0", here + f"; pilot and full runs share seed(s) {s['shared_seeds']}", "inconclusive (the pilot is not independent of the full runs)")
     return _race_row(round(s["accuracy_decisive"] * s["decisive_on_determinate"]) if s["decisive_on_determinate"] else 0,

@@ -42,7 +42,7 @@ def test_fallback_report(site_build):
     assert '<aside class="race-toc">' in compute and 'href="#Learning-curves"' in compute  # a table of contents per page
     assert "ratio" in (site / "method.html").read_text()
     race = (site / "grid" / "race.html").read_text()
-    assert "Validated against the full-budget runs" in race and "accuracy_decisive" in race  # --full reaches the RACE page
+    assert "Validated against the full-budget runs" in race and "accuracy on those" in race  # --full reaches the RACE page
     assert "contrast, high minus low [95%]" in race and "pilot contrast [95%]" in race  # readable tables (issue 53)
     assert race.count('src="data:image/png;base64,') >= 2, race.count('src="data:image/png')  # the forest plot with the full budget beside
     assert not re.search(r"<td[^>]*>\s*(nan|None)\s*</td>", race)  # no nan or None in a table
