@@ -97,7 +97,7 @@ def format_regimes(tab: pd.DataFrame) -> str:
         index=False, na_rep="-", float_format=lambda x: f"{x:.2f}" if x == 0 or abs(x) >= 0.005 else f"{x:.0e}")  # learning rates stay readable; no NaN
 
 # %% ../../nbs/08_race.diagnose.ipynb #f8d01b3b
-CALLS_LEGEND = ("call: high-update (the higher-rho arms win on the target), low-update (the lower-rho arms win) or abstain (why: the "
+CALLS_LEGEND = ("call: high-update (the arms of higher rho' = L/(S+L) win on the target), low-update (the lower-rho' arms win) or abstain (why: the "
                 "reason); contrast: mean target of the high-update arms minus the low-update arms, paired over prompts within each seed, "
                 "with its 95% t interval over seeds; arm: the arm the call recommends (blank when it abstains: keep your own)")
 
