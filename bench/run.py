@@ -227,7 +227,7 @@ def profile_step(model: str = "tiny-s") -> str:
 def cell_overhead(reps: int, threads: int = 1) -> dict:
     "One grids/tiny.yaml cell (tiny-s, sparse, n8-m8, n_eval 200) at a small budget through papermill, cold vs warm kernels interleaved: where its wall time goes."
     import yaml
-    from race_nb.core import run_notebook
+    from race_nb.kernels import run_notebook
     from race_nb.grid import template_path
     from race_nb.kernels import warm_kernels
     saved = {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -246,7 +246,7 @@ def cell_overhead(reps: int, threads: int = 1) -> dict:
         pick = lambda key: sum(v for k, v in dur.items() if key in k)
         m = json.loads((d / "metrics.json").read_text())
         drop = ("train_seconds", "eval_seconds", "versions", "config")
-        runs[mode].append(dict(wall=wall, imports=pick("from race_nb.eval import"), train=pick("train_cell(cfg"),
+        runs[mode].append(dict(wall=wall, imports=pick("from race_nb.cell import"), train=pick("train_cell(cfg"),
                                finish=pick("finish_cell(cfg"), kernel=wall - sum(dur.values()),
                                result={k: v for k, v in m.items() if k not in drop}))
     __import__("papermill")  # the driver pays its own papermill import before the first timing

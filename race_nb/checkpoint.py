@@ -8,8 +8,9 @@ import contextlib, json, logging, os, signal, threading, time
 from pathlib import Path
 import torch
 from transformers import TrainerCallback
-from .core import RESUMES, check_positive, last_checkpoint, write_atomic
-from .config import CHECKPOINT_WINDOW_ENV
+from .core import check_positive, write_atomic
+from .resume import RESUMES
+from .edge import grid_cell
 from .flops import FlopsLedger
 
 logger = logging.getLogger(__name__)
@@ -69,11 +70,11 @@ class CheckpointCallback(TrainerCallback):
                  request_file=None, # a file whose appearance asks for a checkpoint and a stop
                  signals=(signal.SIGTERM, signal.SIGUSR2), # signals that ask for the same (Slurm: preemption, time-limit warning)
                  spent_seconds: float = 0.0, # training wall time before this run (a resumed run's earlier attempts)
-                 window: float | None = None, # seconds a checkpoint has after Slurm's warning (None: RACE_CHECKPOINT_WINDOW, if set)
+                 window: float | None = None, # seconds a checkpoint has after Slurm's warning (None: the grid's, `grid_cell().checkpoint_window`, if any)
                  mid_cycle: bool = False): # a stop request checkpoints at the next optimizer step, inside a cycle too (the trainer saves trl's rollout buffer: LedgerGRPOTrainer)
         self.spent, self.mu, self.every_steps, self.every_minutes = spent_seconds, check_positive("mu", mu, integer=True), every_steps, every_minutes
         self.request_file, self.signals, self.asked, self._old = request_file and Path(request_file), signals, None, {}
-        w = window if window is not None else os.environ.get(CHECKPOINT_WINDOW_ENV)
+        w = window if window is not None else grid_cell().checkpoint_window
         self.window, self.longest_wait, self.window_short = (float(w) if w else None), 0.0, False
         self.mid_cycle, self.wait_start = mid_cycle, time.time()
 

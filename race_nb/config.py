@@ -13,11 +13,9 @@ from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
 __all__ = ['ARMS', 'DEFAULT_ARM', 'REWARD_SYSTEMS', 'REWARD_KINDS', 'TRAINING_REWARDS', 'MODEL_REWARDS', 'RULE_REWARDS',
-           'REWARD_TASKS', 'TARGETS', 'NO_SIGNAL_ENV', 'ON_NO_SIGNAL', 'NO_SIGNAL_STEPS', 'NO_SIGNAL_STEPS_ENV',
-           'NO_SIGNAL_SHARE', 'CHECKPOINT_WINDOW_ENV', 'CELL_CHECKPOINT_ENV', 'OOM_RETRIES', 'TRACK_ENV', 'CELL_ID_ENV',
-           'TRACKERS', 'MIN_CYCLES_ENV', 'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'PREFILL_TOKENS', 'COMPACT_SHARE',
-           'Arm', 'load_arms', 'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry',
-           'CellConfig']
+           'REWARD_TASKS', 'TARGETS', 'ON_NO_SIGNAL', 'NO_SIGNAL_STEPS', 'NO_SIGNAL_SHARE', 'OOM_RETRIES', 'TRACKERS',
+           'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'PREFILL_TOKENS', 'COMPACT_SHARE', 'Arm', 'load_arms',
+           'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'CellConfig']
 
 # %% ../nbs/00a_config.ipynb #863bd2a4
 @dataclass(frozen=True)
@@ -75,18 +73,11 @@ def check_reward_tasks(reward: str, # a reward system
 
 # %% ../nbs/00a_config.ipynb #59e61d04
 TARGETS = ("native_reward", "pass1_id", "pass1_ood", "judge") # what every cell is evaluated on
-NO_SIGNAL_ENV = "RACE_ON_NO_SIGNAL" # a grid's `on_no_signal`, for every cell's trainer (ours and a user's notebook)
 ON_NO_SIGNAL = ("fail", "warn") # what K optimizer steps in a row without learning signal do (the first is the default)
 NO_SIGNAL_STEPS = 16 # K: optimizer steps in a row without a group of non-zero advantage (a grid's `no_signal_steps`)
-NO_SIGNAL_STEPS_ENV = "RACE_NO_SIGNAL_STEPS" # a grid's `no_signal_steps`, for every cell's trainer
 NO_SIGNAL_SHARE = 0.1 # a reward carried no signal when at most this share of the steps looked at (the watch's last K, or a whole run at its end) had a group of non-zero advantage
-CHECKPOINT_WINDOW_ENV = "RACE_CHECKPOINT_WINDOW" # seconds a checkpoint has after Slurm's warning (the Slurm job sets it: signal_delay less 20 s)
-CELL_CHECKPOINT_ENV = "RACE_CELL_CHECKPOINT" # JSON checkpoint settings a grid gives a user's notebook: its trainer checkpoints and resumes like our cells
 OOM_RETRIES = 2 # times a generation cycle or a scoring call is run again at half its chunk after a CUDA out-of-memory error
-TRACK_ENV = "RACE_TRACK" # a grid's `tracking` for every cell's trainer (JSON: report_to, dir, project, group): each cell one tracked run
-CELL_ID_ENV = "RACE_CELL_ID" # the id of the grid cell a kernel runs (its tracked run's name)
 TRACKERS = ("tensorboard", "trackio", "wandb", "mlflow") # trl's report_to values a grid can ask for (tensorboard and trackio write under the runs folder)
-MIN_CYCLES_ENV = "RACE_MIN_CYCLES" # `run_grid`'s min_cycles, for a user notebook's trainer: it measures its first step and refuses a budget that buys fewer cycles
 TARGET_LABELS = dict(native_reward="native reward", pass1_id="pass@1 (in distribution)",
                      pass1_ood="pass@1 (out of distribution)", judge="judge score")
 

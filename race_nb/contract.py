@@ -8,16 +8,15 @@ import numbers
 import ast, json, math, os, time
 from pathlib import Path
 from .core import atomic_path, check_positive, write_atomic
+from .edge import GridCell, grid_cell
 
 # %% auto #0
-__all__ = ['CONTRACT_PARAMS', 'FLOP_CHECK_ENV', 'CELL_DIR_ENV', 'NOT_PARAMETERS', 'EXTRA_CELL_PARAMS', 'TemplateError',
-           'template_parameters', 'template_sha', 'check_template', 'ParameterError', 'unknown_parameters',
-           'check_parameters', 'cell_parameters_source', 'cell_config', 'cell_mismatches', 'finish_run']
+__all__ = ['CONTRACT_PARAMS', 'NOT_PARAMETERS', 'EXTRA_CELL_PARAMS', 'TemplateError', 'template_parameters', 'template_sha',
+           'check_template', 'ParameterError', 'unknown_parameters', 'check_parameters', 'cell_parameters_source',
+           'cell_config', 'cell_mismatches', 'join_grid', 'finish_run']
 
 # %% ../nbs/06a_contract.ipynb #ab439e48
 CONTRACT_PARAMS = ("n", "m", "mu", "beta", "budget", "seed", "output_dir") # what a cell notebook's parameters cell must declare
-FLOP_CHECK_ENV = "RACE_FLOP_CHECK" # "1": LedgerGRPOTrainer.train runs under FlopCounterMode and finish_run records the count
-CELL_DIR_ENV = "RACE_CELL_DIR" # the folder of the grid cell a user's notebook runs as (set by the grid while its kernel runs)
 
 class TemplateError(ValueError):
     "A notebook that cannot be a grid cell; the message says what to add."
@@ -196,7 +195,7 @@ def _check_run(trainer, out: Path) -> None:
     if len(per_step) and led.overshoot > per_step.max() * 1.000001:
         raise ValueError(f"the run overshot its budget by {led.overshoot:.3e} FLOPs, more than one step ({per_step.max():.3e}): "
                          "something trained past the budget's stop")
-    cell = os.environ.get(CELL_DIR_ENV)
+    cell = grid_cell().dir
     if cell and Path(out).resolve() != Path(cell).resolve():
         raise ValueError(f"finish_run was given output_dir {out}, but this grid cell's folder is {cell}: pass the `output_dir` parameter "
                          "unchanged (the grid reads the cell's results there)")
@@ -227,6 +226,25 @@ def cell_mismatches(trainer, cell_dir) -> list[str]:
                        "on a resume; use GRPOConfig(output_dir=str(Path(output_dir) / 'trl'))")
     return out
 
+# %% ../nbs/06a_contract.ipynb #5032c0dd
+def join_grid(trainer, # a LedgerGRPOTrainer about to train
+              resume_from_checkpoint=None, # what the caller passed to train()
+              cell: GridCell | None = None, # the grid's settings (default: `grid_cell()`, read from the environment)
+             ) -> tuple:
+    "What a grid asks of a user notebook's run, applied to its trainer: the cell's arm, seed, budget and folder checked, the min_cycles check, the grid's checkpoints and the resume they imply. Returns (the checkpoint to resume from, whether to count under FlopCounterMode). Outside a grid: (resume_from_checkpoint, False), nothing added."
+    from race_nb.checkpoint import CHECKPOINT_REQUEST, CheckpointCallback
+    cell = grid_cell() if cell is None else cell
+    ckpt = resume_from_checkpoint
+    if cell.own_notebook:  # a grid cell of a user's notebook: the cell's seed, budget, arm and folder, or no training
+        if (problems := cell_mismatches(trainer, cell.dir)): raise ValueError("; ".join(problems))
+        if cell.min_cycles: trainer.check_cycles(cell.min_cycles, cell.dir)
+    if cell.checkpoint is not None and cell.checkpoint.get("checkpoint", True):
+        trainer.add_callback(CheckpointCallback(trainer.num_iterations, cell.checkpoint.get("checkpoint_steps"), cell.checkpoint.get("checkpoint_minutes"),
+                                                request_file=Path.cwd() / CHECKPOINT_REQUEST, window=cell.checkpoint_window,
+                                                mid_cycle=True))  # the kernel runs in the cell folder; LedgerGRPOTrainer keeps trl's rollout buffer
+        if ckpt is None: ckpt = True
+    return ckpt, cell.flop_check
+
 # %% ../nbs/06a_contract.ipynb #499ab21f
 def finish_run(trainer, # the LedgerGRPOTrainer that trained, under its budget
                targets: dict, # the user's targets: name -> value, or name -> per-prompt values
@@ -254,7 +272,7 @@ def finish_run(trainer, # the LedgerGRPOTrainer that trained, under its budget
     write_atomic(out / "compute_card.txt", led.compute_card(title=f"compute card: {trainer.state.global_step} step(s)") + "\n")
     if per: write_per_prompt(out / "per_prompt.parquet", per, ids)
     write_json(out / "metrics.json", metrics)
-    if os.environ.get("RACE_CELL_CHECKPOINT") is not None:  # a grid cell: its checkpoints are superseded by the outputs
+    if grid_cell().checkpoint is not None:  # a grid cell: its checkpoints are superseded by the outputs
         import shutil
         for c in Path(trainer.args.output_dir).glob("checkpoint-*"): shutil.rmtree(c, ignore_errors=True)
     return metrics

@@ -13,10 +13,9 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %% auto #0
-__all__ = ['TRAINED', 'RESUMES', 'NO_FLOCK', 'MARKER_FRESH', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'project_root', 'shipped_path',
-           'check_positive', 'check_choice', 'atomic_path', 'write_atomic', 'environ', 'trained_record',
-           'last_checkpoint', 'checkpoint_resumes', 'cache_dir', 'artifact_key', 'exclusive', 'file_lock', 'versions',
-           'write_json', 'write_per_prompt', 'run_notebook']
+__all__ = ['NO_FLOCK', 'MARKER_FRESH', 'project_root', 'shipped_path', 'check_positive', 'check_choice', 'atomic_path',
+           'write_atomic', 'environ', 'cache_dir', 'artifact_key', 'exclusive', 'file_lock', 'versions', 'write_json',
+           'write_per_prompt']
 
 # %% ../nbs/00_core.ipynb #3df7530b
 def project_root() -> Path:
@@ -89,29 +88,6 @@ def environ(**values):
         for k, v in old.items():
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
-
-# %% ../nbs/00_core.ipynb #ddcfe8d7
-TRAINED = "trained.json" # written last by a cell's training stage: the adapter and ledger beside it are complete
-
-def trained_record(cell_dir) -> dict | None:
-    "The trained.json of a cell whose training outputs (trained.json, ledger.parquet, adapter/) are all written, else None."
-    out = Path(cell_dir)
-    try: rec = json.loads((out / TRAINED).read_text())
-    except (FileNotFoundError, json.JSONDecodeError): return None
-    return rec if (out / "ledger.parquet").exists() and (out / "adapter").is_dir() else None
-
-def last_checkpoint(folder) -> Path | None:
-    "The newest complete trl checkpoint in `folder` (`checkpoint-N` holding its trainer state and, written last, its ledger), or None."
-    done = [p for p in Path(folder).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()
-            and (p / "trainer_state.json").exists() and (p / "ledger.parquet").exists()]
-    return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
-
-RESUMES = "resumes.json" # in every checkpoint: the checkpoint step of each resume of its run so far (the one resume record, our cells' and a user's)
-
-def checkpoint_resumes(ckpt) -> list[int]:
-    "The resumes a checkpoint's run had made when it was written (empty: none, or no checkpoint)."
-    try: return [int(s) for s in json.loads((Path(ckpt) / RESUMES).read_text())] if ckpt else []
-    except (FileNotFoundError, json.JSONDecodeError): return []
 
 # %% ../nbs/00_core.ipynb #2bc4eb52
 def cache_dir() -> Path:
@@ -212,29 +188,3 @@ def write_per_prompt(path, per_prompt: dict, ids=None) -> Path:
     df = pd.DataFrame([dict(target=t, prompt=i if ids is None else ids[i], value=float(v)) for t, vals in per_prompt.items() for i, v in enumerate(vals)])
     with atomic_path(path) as tmp: df.to_parquet(tmp, index=False)
     return Path(path)
-
-# %% ../nbs/00_core.ipynb #cfe69519
-QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise
-KERNEL_START_TRIES = 3 # kernel starts per run when a kernel dies before answering (e.g. a TCP port another process took)
-
-def run_notebook(src, # notebook to execute
-                 dst, # executed copy
-                 parameters: dict, # papermill parameters (only those the notebook declares are passed)
-                 cwd, # the kernel's working directory
-                 kernel: str = "race_nb", # Jupyter kernel
-                 **kwargs, # papermill.execute_notebook options (stdout_file, stderr_file, ...)
-                ):
-    "Execute `src` into `dst` with papermill, quietly; inside `race_nb.kernels.warm_kernels` its kernel is forked from the warm server."
-    import papermill as pm
-    from race_nb.kernels import SOCKET_ENV, warm_manager
-    if os.environ.get(SOCKET_ENV): kwargs.setdefault("kernel_manager_class", warm_manager())
-    declared = pm.inspect_notebook(str(src))
-    for attempt in range(1, KERNEL_START_TRIES + 1):
-        try:
-            return pm.execute_notebook(str(src), str(dst), parameters={k: v for k, v in parameters.items() if k in declared},
-                                       kernel_name=kernel, cwd=str(cwd), progress_bar=False, extra_arguments=list(QUIET_KERNEL),
-                                       shutdown_kernel="immediate", **kwargs)  # every output is in by then; a graceful stop costs ~1.3 s
-        except RuntimeError as e:  # raised before the first cell: starting again repeats nothing
-            if "Kernel died before replying to kernel_info" not in str(e) or attempt == KERNEL_START_TRIES: raise
-            logging.getLogger(__name__).warning("%s: the kernel died before it answered (start %d of %d); starting another",
-                                                Path(dst).name, attempt, KERNEL_START_TRIES)

@@ -9,13 +9,15 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
-from .core import check_positive, checkpoint_resumes, last_checkpoint, write_atomic
-from .contract import CELL_DIR_ENV, FLOP_CHECK_ENV, cell_mismatches
-from .config import Arm, CELL_CHECKPOINT_ENV, MIN_CYCLES_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL, OOM_RETRIES, CellConfig
+from .core import check_positive, write_atomic
+from .contract import join_grid
+from .edge import grid_cell
+from .resume import checkpoint_resumes, last_checkpoint
+from .config import NO_SIGNAL_STEPS, ON_NO_SIGNAL, OOM_RETRIES
 from fastcore.basics import patch
 from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
 from .fastgen import GenCall, chunked_with_retry, rollouts
-from .roofline import GPUS
+from .gpus import peak_flops_of
 from .checkpoint import (CHECKPOINT_REQUEST, ROLLOUT_BUFFER, SIGNAL_HISTORY, STOP_NOTED, CellInterrupted, CheckpointCallback,
                                 LedgerCheckpointCallback, mid_cycle, note_stop_signals)
 from .watch import NoSignal, NoSignalWarning, SignalWatch, group_signal
@@ -25,8 +27,8 @@ from .tracking import PROGRESS, TrackingCallback, tracking_args
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 
 # %% auto #0
-__all__ = ['logger', 'PEAK_FLOPS', 'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback', 'peak_flops_of', 'LedgerGRPOTrainer',
-           'ledger_logs', 'count_by_component', 'TooFewCycles', 'CycleCheck']
+__all__ = ['logger', 'BUDGET_CHECK', 'max_variance_subset', 'BudgetCallback', 'LedgerGRPOTrainer', 'ledger_logs',
+           'count_by_component', 'TooFewCycles', 'CycleCheck']
 
 # %% ../nbs/05_grpo.ipynb #fea04e70
 def max_variance_subset(rewards: torch.Tensor, # [groups, n] rewards
@@ -77,16 +79,6 @@ def _checkpointing(args) -> bool:
         return bool(args.activation_checkpointing) or bool(args.__dict__.get("gradient_checkpointing"))
     return bool(args.gradient_checkpointing)
 
-PEAK_FLOPS = {k: v["peak"] for k, v in GPUS.items()} # dense bf16 FLOP/s by GPU name, from the spec sheets of race_nb.roofline (the most specific name first)
-
-# %% ../nbs/05_grpo.ipynb #9165ba62
-def peak_flops_of(device) -> float | None:
-    "Dense bf16 peak FLOP/s of a known CUDA accelerator (None on CPU or an unknown one)."
-    device = torch.device(device)
-    if device.type != "cuda": return None
-    name = torch.cuda.get_device_name(device)
-    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
-
 # %% ../nbs/05_grpo.ipynb #7431d2c7
 def _compact_head(device) -> bool:
     "Does trl's fused head score only the completion tokens on this device (Triton) rather than every position?"
@@ -115,7 +107,7 @@ def _trainer_ledger(budget: float | None, ledger: FlopsLedger | None) -> FlopsLe
     return ledger
 
 
-# %% ../nbs/05_grpo.ipynb #cfe8247e
+# %% ../nbs/05_grpo.ipynb #a1d9c3e7
 def _add_ledger_callbacks(trainer, ledger: FlopsLedger) -> None:
     "With a budget, the budget bar replaces trl's step bar (max_steps is only a cap) and stops training; the ledger is saved with every checkpoint."
     if ledger.budget:
@@ -158,10 +150,10 @@ class LedgerGRPOTrainer(GRPOTrainer):
         if self.keep < self.num_generations and self.accelerator.num_processes > 1:
             raise ValueError("PODS down-sampling (keep < num_generations) is implemented for one process only")
         self.uncharged = attach_rewards(self)
-        self._scoring, self._flos_seen, self._logged = False, ledger.total, (self.state.global_step, ledger.totals())
+        self._scoring, self._flos_seen, self._logged, self._phase_seconds = False, ledger.total, (self.state.global_step, ledger.totals()), {}
         _add_ledger_callbacks(self, ledger)
-        self.signal_watch = SignalWatch(self, no_signal_steps or int(os.environ.get(NO_SIGNAL_STEPS_ENV) or NO_SIGNAL_STEPS),
-                                        on_no_signal or os.environ.get(NO_SIGNAL_ENV) or ON_NO_SIGNAL[0])
+        grid = grid_cell()  # in a grid cell: the grid's no-signal rule, unless given here
+        self.signal_watch = SignalWatch(self, no_signal_steps or grid.no_signal_steps or NO_SIGNAL_STEPS, on_no_signal or grid.on_no_signal or ON_NO_SIGNAL[0])
         self.add_callback(self.signal_watch)
         self.tracking = TrackingCallback(self, track)  # after the trackers trl built: it writes into their runs
         self.add_callback(self.tracking)
@@ -194,9 +186,9 @@ def _generate_single_turn(self: LedgerGRPOTrainer, prompt_ids, images, multimoda
 @patch
 def _calculate_rewards(self: LedgerGRPOTrainer, inputs, prompts, completions, completion_ids_list):
     "trl's reward calculation; declared reward models are charged while it runs."
-    self._scoring, t0 = True, time.perf_counter()
-    try: self._last_rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids_list)
-    finally: self._scoring, self._reward_seconds = False, time.perf_counter() - t0
+    self._scoring = True
+    try: self._last_rewards = self._timed("reward", GRPOTrainer._calculate_rewards, self, inputs, prompts, completions, completion_ids_list)
+    finally: self._scoring = False
     return self._last_rewards
 
 # %% ../nbs/05_grpo.ipynb #aab05797
@@ -234,7 +226,7 @@ def _record_generation(self: LedgerGRPOTrainer, out: dict, logprob_seconds: floa
                    for c in calls)  # merged: base model + the merge
     tokens = sum((c.prefill_rows or c.rows) * c.prompt_len + (sum(r for r, _ in c.steps) + c.rows if c.steps is not None else c.rows * c.tokens) for c in calls)
     self._note_generation_path(calls)
-    self.ledger.record(step, "search", "generate", executed, tokens=tokens, seconds=getattr(self, "_gen_seconds", 0.0),
+    self.ledger.record(step, "search", "generate", executed, tokens=tokens, seconds=self._phase_seconds.get("generate", 0.0),
                        useful_flops=min(useful, executed), useful_tokens=int(sum(plen) + sum(clen)))
     hp = self._head_positions(B, P + C, cm)
     ran = [k for k in ("old", "ref") if f"{k}_per_token_logps" in out]
@@ -262,22 +254,25 @@ def _downsample(self: LedgerGRPOTrainer, out: dict) -> dict:
 
 # %% ../nbs/05_grpo.ipynb #8fda61d5
 @patch
+def _timed(self: LedgerGRPOTrainer, phase: str, fn, *args):
+    "`fn(*args)`, its wall time kept as the generation batch's `phase` seconds (`_phase_seconds`: generate, reward, score): the one timer of the trainer's phases."
+    t0 = time.perf_counter()
+    try: return fn(*args)
+    finally: self._phase_seconds[phase] = time.perf_counter() - t0
+
+@patch
 def _generate(self: LedgerGRPOTrainer, prompts):
     "trl's generation, timed (the search phase's wall time)."
-    t0 = time.perf_counter()
-    out = GRPOTrainer._generate(self, prompts)
-    self._gen_seconds = time.perf_counter() - t0
-    return out
+    return self._timed("generate", GRPOTrainer._generate, self, prompts)
 
 # %% ../nbs/05_grpo.ipynb #ce2e4d7b
 @patch
 def _generate_and_score_completions(self: LedgerGRPOTrainer, inputs):
     "trl's generation, scoring and no-grad log-prob forwards; charges them, then keeps the `keep` rollouts of largest reward variance."
-    t0 = time.perf_counter()
-    out = GRPOTrainer._generate_and_score_completions(self, inputs)
+    out = self._timed("score", GRPOTrainer._generate_and_score_completions, self, inputs)  # generation + rewards + no-grad forwards, excluded from update time
     if not self.model.training: return out
-    self._score_seconds = time.perf_counter() - t0  # generation + rewards + no-grad forwards, excluded from update time
-    rest = self._score_seconds - getattr(self, "_gen_seconds", 0.0) - getattr(self, "_reward_seconds", 0.0)
+    s = self._phase_seconds
+    rest = s["score"] - s.get("generate", 0.0) - s.get("reward", 0.0)
     self._record_generation(out, logprob_seconds=max(0.0, rest))
     self._note_signal()  # before down-sampling: the signal of what was generated and scored
     return self._downsample(out) if self.keep < self.num_generations else out
@@ -301,12 +296,12 @@ def compute_loss(self: LedgerGRPOTrainer, model, inputs, return_outputs=False, n
 @patch
 def training_step(self: LedgerGRPOTrainer, model, inputs, num_items_in_batch=None):
     "trl's training step; the update pass is recorded with its wall time (generation excluded)."
-    self._score_seconds, step, t0 = 0.0, self.state.global_step, time.perf_counter()
+    self._phase_seconds, step, t0 = {}, self.state.global_step, time.perf_counter()  # a step that generates fills in its phases
     out = GRPOTrainer.training_step(self, model, inputs, num_items_in_batch)
     u = self.__dict__.pop("_pending_update", None)
     if u is not None:
         self.ledger.record(step, "learning", "update", u["flops"], tokens=u["tokens"], useful_tokens=u["useful_tokens"],
-                           seconds=max(0.0, time.perf_counter() - t0 - self._score_seconds))
+                           seconds=max(0.0, time.perf_counter() - t0 - self._phase_seconds.get("score", 0.0)))
     return out
 
 # %% ../nbs/05_grpo.ipynb #a4dec147
@@ -397,40 +392,50 @@ class CycleCheck(TrainerCallback):
                                f"budget to about {self.min * cycle:.3g}, or pass --min-cycles")
 
 @patch
-def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs):
-    "trl's `train`; resumes a checkpoint's ledger (`True`: the newest complete one), then prints the compute card and writes it (and the ledger) to output_dir. In a grid cell of a user's notebook (RACE_CELL_CHECKPOINT) it checkpoints as our cells do and resumes by itself; with RACE_FLOP_CHECK=1 it runs under FlopCounterMode and keeps the count per component in `flop_counts`."
-    ckpt = resume_from_checkpoint
-    if (cell_dir := os.environ.get(CELL_DIR_ENV)):  # a grid cell of a user's notebook: the cell's seed, budget, arm and folder, or no training
-        if (problems := cell_mismatches(self, cell_dir)): raise ValueError("; ".join(problems))
-        if (mc := os.environ.get(MIN_CYCLES_ENV)) and float(mc) > 0: self.add_callback(CycleCheck(self, float(mc), Path(cell_dir)))
-    if (cell := os.environ.get(CELL_CHECKPOINT_ENV)) is not None:
-        ck = json.loads(cell)
-        if ck.get("checkpoint", True):
-            self.add_callback(CheckpointCallback(self.num_iterations, ck.get("checkpoint_steps"), ck.get("checkpoint_minutes"),
-                                                 request_file=Path.cwd() / CHECKPOINT_REQUEST, mid_cycle=True))  # the kernel runs in the cell folder
-            if ckpt is None: ckpt = True
+def check_cycles(self: LedgerGRPOTrainer, min_cycles: float, out_dir) -> None:
+    "Refuse a budget that buys fewer than `min_cycles` generation cycles, measured on the first step of a fresh run (`CycleCheck`; its record in out_dir)."
+    self.add_callback(CycleCheck(self, min_cycles, out_dir))
+
+# %% ../nbs/05_grpo.ipynb #d3c8cc29
+@patch
+def _resume(self: LedgerGRPOTrainer, ckpt) -> Path | None:
+    "Where the run resumes (`True`: the newest complete checkpoint in output_dir) and what it continues: the ledger, the run's resumes, the signal watch's steps and, inside a generation cycle, trl's rollout buffer."
     if ckpt is True: ckpt = last_checkpoint(self.args.output_dir) if Path(self.args.output_dir).is_dir() else None
-    self.resumed_from = checkpoint_resumes(ckpt) + [int(Path(ckpt).name.split("-")[-1])] if ckpt else []  # every resume so far, this one last
-    if ckpt and hasattr(self, "tracking"): self.tracking.resuming(self.resumed_from[-1], ckpt)
-    if isinstance(ckpt, (str, os.PathLike)) and (Path(ckpt) / "ledger.parquet").exists() and not len(self.ledger):
-        self.ledger.extend(FlopsLedger.load(Path(ckpt) / "ledger.parquet"))
+    ckpt = Path(ckpt) if ckpt else None
+    self.resumed_from = checkpoint_resumes(ckpt) + [int(ckpt.name.split("-")[-1])] if ckpt else []  # every resume so far, this one last
+    if ckpt is None: return None
+    if hasattr(self, "tracking"): self.tracking.resuming(self.resumed_from[-1], ckpt)
+    if (ckpt / "ledger.parquet").exists() and not len(self.ledger):
+        self.ledger.extend(FlopsLedger.load(ckpt / "ledger.parquet"))
         self._flos_seen = self.ledger.total
-        if (Path(ckpt) / SIGNAL_HISTORY).exists(): self.signal_watch.history = json.loads((Path(ckpt) / SIGNAL_HISTORY).read_text())
-    if ckpt and (Path(ckpt) / ROLLOUT_BUFFER).exists():  # taken inside a generation cycle: the cycle goes on with the rollouts it had
-        buf = torch.load(Path(ckpt) / ROLLOUT_BUFFER, map_location=self.accelerator.device, weights_only=False)
+        if (ckpt / SIGNAL_HISTORY).exists(): self.signal_watch.history = json.loads((ckpt / SIGNAL_HISTORY).read_text())
+    if (ckpt / ROLLOUT_BUFFER).exists():  # taken inside a generation cycle: the cycle goes on with the rollouts it had
+        buf = torch.load(ckpt / ROLLOUT_BUFFER, map_location=self.accelerator.device, weights_only=False)
         self._step, self._buffered_inputs = buf["step"], buf["buffer"]
         if buf.get("signal") is not None: self._signal = buf["signal"]
+    return ckpt
+
+@patch
+def _write_card(self: LedgerGRPOTrainer) -> None:
+    "Print the compute card and write it, with the ledger, to output_dir (the main process only)."
+    if not (self.report_card and self.accelerator.is_main_process): return
+    card = self.ledger.compute_card(title=f"compute card: {self.state.global_step} step(s), output_dir {self.args.output_dir}")
+    if self.uncharged: card += f"\n  charged 0 FLOPs (no model declared): {', '.join(self.uncharged)}"
+    out_dir = Path(self.args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "compute_card.txt").write_text(card + "\n")
+    self.ledger.save(out_dir / "ledger.parquet")
+    print(card)
+
+@patch
+def train(self: LedgerGRPOTrainer, resume_from_checkpoint=None, *args, **kwargs):
+    "trl's `train`, resuming a checkpoint's ledger (`True`: the newest complete one); then the signal watch's verdict and the compute card. In a grid cell the grid's asks are applied first (`race_nb.contract.join_grid`)."
+    ckpt, count = join_grid(self, resume_from_checkpoint)  # outside a grid: the caller's resume_from_checkpoint, nothing added
+    ckpt = self._resume(ckpt)
     run = lambda: GRPOTrainer.train(self, str(ckpt) if ckpt else None, *args, **kwargs)
-    with _quiet_deprecations():  # RACE_FLOP_CHECK=1 (a pilot's --flop-check): the whole run under FlopCounterMode, by component
-        if os.environ.get(FLOP_CHECK_ENV) == "1": out, self.flop_counts = count_by_component(self, run)
+    with _quiet_deprecations():
+        if count: out, self.flop_counts = count_by_component(self, run)  # a pilot's --flop-check: the run under FlopCounterMode, by component
         else: out = run()
     self.signal_watch.finish()  # a reward that carried no signal is said (or fails the run), however short the run
-    if self.report_card and self.accelerator.is_main_process:
-        card = self.ledger.compute_card(title=f"compute card: {self.state.global_step} step(s), output_dir {self.args.output_dir}")
-        if self.uncharged: card += f"\n  charged 0 FLOPs (no model declared): {', '.join(self.uncharged)}"
-        out_dir = Path(self.args.output_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "compute_card.txt").write_text(card + "\n")
-        self.ledger.save(out_dir / "ledger.parquet")
-        print(card)
+    self._write_card()
     return out

@@ -10,13 +10,13 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['logger', 'SOCKET_ENV', 'KERNEL_MODULES', 'CELL_PRELOAD', 'die_with_parent', 'serve', 'client', 'main', 'warm_manager',
-           'socket_dir', 'warm_kernels']
+__all__ = ['logger', 'SOCKET_ENV', 'KERNEL_MODULES', 'CELL_PRELOAD', 'QUIET_KERNEL', 'KERNEL_START_TRIES', 'die_with_parent',
+           'serve', 'client', 'main', 'warm_manager', 'socket_dir', 'warm_kernels', 'run_notebook']
 
 # %% ../nbs/00b_kernels.ipynb #3ee49087
 SOCKET_ENV = "RACE_KERNEL_SOCKET" # path of the warm kernel server's socket; unset: ordinary kernels
 KERNEL_MODULES = ("ipykernel.kernelapp", "ipykernel.ipkernel") # the kernel's own imports: every server preloads them
-CELL_PRELOAD = ("race_nb.eval", "pandas", "yaml", "matplotlib.pyplot") # a grid cell's imports
+CELL_PRELOAD = ("race_nb.cell", "race_nb.build", "race_nb.eval", "pandas", "yaml", "matplotlib.pyplot") # a grid cell's imports
 
 # %% ../nbs/00b_kernels.ipynb #1768b4df
 def _send(conn: socket.socket, obj: dict, fds: tuple = ()) -> None:
@@ -219,3 +219,28 @@ def warm_kernels(preload=CELL_PRELOAD, # modules the kernels find imported
         with contextlib.suppress(subprocess.TimeoutExpired): proc.wait(10)
         if proc.poll() is None: proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+# %% ../nbs/00b_kernels.ipynb #cfe69519
+QUIET_KERNEL = ("--IPKernelApp.log_level=CRITICAL",) # kernel arguments: no transport warning, no shutdown noise
+KERNEL_START_TRIES = 3 # kernel starts per run when a kernel dies before answering (e.g. a TCP port another process took)
+
+def run_notebook(src, # notebook to execute
+                 dst, # executed copy
+                 parameters: dict, # papermill parameters (only those the notebook declares are passed)
+                 cwd, # the kernel's working directory
+                 kernel: str = "race_nb", # Jupyter kernel
+                 **kwargs, # papermill.execute_notebook options (stdout_file, stderr_file, ...)
+                ):
+    "Execute `src` into `dst` with papermill, quietly; inside `race_nb.kernels.warm_kernels` its kernel is forked from the warm server."
+    import papermill as pm  # imported here: the warm kernel server loads this module without papermill
+    if os.environ.get(SOCKET_ENV): kwargs.setdefault("kernel_manager_class", warm_manager())
+    declared = pm.inspect_notebook(str(src))
+    for attempt in range(1, KERNEL_START_TRIES + 1):
+        try:
+            return pm.execute_notebook(str(src), str(dst), parameters={k: v for k, v in parameters.items() if k in declared},
+                                       kernel_name=kernel, cwd=str(cwd), progress_bar=False, extra_arguments=list(QUIET_KERNEL),
+                                       shutdown_kernel="immediate", **kwargs)  # every output is in by then; a graceful stop costs ~1.3 s
+        except RuntimeError as e:  # raised before the first cell: starting again repeats nothing
+            if "Kernel died before replying to kernel_info" not in str(e) or attempt == KERNEL_START_TRIES: raise
+            logging.getLogger(__name__).warning("%s: the kernel died before it answered (start %d of %d); starting another",
+                                                Path(dst).name, attempt, KERNEL_START_TRIES)

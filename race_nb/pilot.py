@@ -308,8 +308,8 @@ def run_pilot(template, # the user's notebook
 def _run_with_flop_check(path, runs_root, workers, executor, flop_check: bool, run_grid, resources=None, retry_failed=False, min_cycles=0.0) -> Path:
     "run_grid (`min_cycles`: what the cells' trainers check on their first step), with RACE_FLOP_CHECK=1 for the cells' kernels while it runs when `flop_check` (the caller's environment restored)."
     from race_nb.core import environ
-    from race_nb.contract import FLOP_CHECK_ENV
-    with environ(**({FLOP_CHECK_ENV: "1"} if flop_check else {})):
+    from race_nb.edge import cell_environ
+    with environ(**(cell_environ(flop_check=True) if flop_check else {})):
         return run_grid(path, runs_root, workers, executor, retry_failed=retry_failed, resources=resources, min_cycles=min_cycles)
 
 def pilot_plan(template, budget: float, config=None, arms=None, fraction: float = PILOT_FRACTION, seeds=PILOT_SEEDS, params=None, runs_root="runs",

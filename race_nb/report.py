@@ -433,7 +433,7 @@ def run_notebooks(jobs: dict, # name -> (notebook, executed copy, parameters, wo
     "Execute independent notebooks in parallel processes (`core.run_notebook`), all of them even when some fail; return name -> what failed (the exception and, from papermill, the cell)."
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from tqdm import tqdm
-    from race_nb.core import run_notebook
+    from race_nb.kernels import run_notebook
     failed = {}
     with ProcessPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(jobs)))) as ex:
         futs = {ex.submit(run_notebook, src, dst, params, cwd, kernel): name for name, (src, dst, params, cwd) in jobs.items()}

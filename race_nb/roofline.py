@@ -11,30 +11,11 @@ from .core import project_root
 from .flops import ModelFlops
 from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
 from .memory import BF16, kv_bytes, memory_plan
+from .gpus import DEFAULT_GPU, GPUS, gpu_spec
 
 # %% auto #0
-__all__ = ['GPUS', 'DEFAULT_GPU', 'COMPLETION_PRIOR', 'SYNC_EVERY', 'gpu_spec', 'step_weight_bytes', 'prior_lengths',
-           'history_lengths', 'cell_history', 'decode_schedule', 'decode_bytes', 'cell_roofline', 'evaluation_s',
-           'measured_efficiency']
-
-# %% ../nbs/04d_roofline.ipynb #ae4d6057
-GPUS = { # vendor spec sheets: HBM bandwidth (bytes/s), dense bf16 peak (FLOP/s), memory (GiB); matched by name, the most specific first
-    "H100 PCIe": dict(bandwidth=2.0e12, peak=756e12, memory=80),
-    "GH200": dict(bandwidth=4.0e12, peak=989e12, memory=96),
-    "H100": dict(bandwidth=3.35e12, peak=989e12, memory=80),
-    "H200": dict(bandwidth=4.8e12, peak=989e12, memory=141),
-    "A100": dict(bandwidth=2.039e12, peak=312e12, memory=80),
-    "L40S": dict(bandwidth=0.864e12, peak=362e12, memory=48),
-    "L4": dict(bandwidth=0.3e12, peak=121e12, memory=24),
-}
-DEFAULT_GPU = "H100"
-
-def gpu_spec(name: str | None = None) -> dict:
-    "The spec of a GPU named like `GPUS`' keys (case-insensitive; 'NVIDIA H100 80GB HBM3' finds H100), with its key as `name`."
-    n = (name or DEFAULT_GPU).upper()
-    key = next((k for k in GPUS if k.upper() in n), None)
-    if key is None: raise ValueError(f"unknown GPU {name!r}: known {', '.join(GPUS)} (race_nb.roofline.GPUS)")
-    return dict(GPUS[key], name=key)
+__all__ = ['COMPLETION_PRIOR', 'SYNC_EVERY', 'step_weight_bytes', 'prior_lengths', 'history_lengths', 'cell_history',
+           'decode_schedule', 'decode_bytes', 'cell_roofline', 'evaluation_s', 'measured_efficiency']
 
 # %% ../nbs/04d_roofline.ipynb #1d126817
 def step_weight_bytes(mf: ModelFlops, lora: bool = True, dtype_bytes: int = BF16) -> int:

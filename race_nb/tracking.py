@@ -8,7 +8,7 @@ import functools, json, os, time
 from pathlib import Path
 from transformers import TrainerCallback
 from .core import write_atomic
-from .config import CELL_ID_ENV, TRACK_ENV
+from .edge import ENV, grid_cell
 
 # %% auto #0
 __all__ = ['PROGRESS', 'tracking_args', 'TrackingCallback']
@@ -18,9 +18,9 @@ PROGRESS = "progress.json" # a grid cell's last step, rewritten every optimizer 
 
 def tracking_args(args, env=None) -> dict | None:
     "In a grid cell with tracking (RACE_TRACK): set trl's `report_to` and `run_name` (the cell id) on `args`, and each tracker's own place (TensorBoard and trackio files under the runs folder; W&B and MLflow grouped by the grid). Returns the settings, or None."
-    env = os.environ if env is None else env
-    if not (spec := env.get(TRACK_ENV)): return None
-    t, cell = json.loads(spec), env.get(CELL_ID_ENV) or Path.cwd().name
+    grid = grid_cell(env)
+    if not (t := grid.track): return None
+    cell = grid.id or Path.cwd().name
     if not t.get("report_to"): return None
     args.report_to, args.run_name = list(t["report_to"]), cell
     if hasattr(args, "project"): args.project = t["project"]
@@ -87,7 +87,7 @@ class TrackingCallback(TrainerCallback):
             trackio.config.update({f"race/{k}": v for k, v in (yaml.safe_load(params) or {}).items()}, allow_val_change=True)
 
     def on_log(self, args, state, control, logs=None, **kw):
-        if os.environ.get(CELL_ID_ENV) is None or not logs or any(k.startswith("eval_") for k in logs): return
+        if grid_cell().id is None or not logs or any(k.startswith("eval_") for k in logs): return
         led, (t0, s0) = self.tr.ledger, self.t0 or (time.time(), 0)
         per = (time.time() - t0) / (state.global_step - s0) if state.global_step > s0 else None
         used = led.total / led.budget if led.budget else None

@@ -1,7 +1,7 @@
 """One GRPO cell: determinism, arm errors, budget errors, realised rho of the arm table."""
 import pytest
 
-from race_nb.eval import run_cell
+from race_nb.cell import run_cell
 from race_nb.arm_flops import arm_for_rho, policy_flops, predict_rho, reward_model_flops
 from race_nb.config import ARMS
 from race_nb.build import build_trainer

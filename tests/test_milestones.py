@@ -6,7 +6,8 @@ import json
 import pandas as pd
 
 from race_nb.config import CellConfig
-from race_nb.eval import read_milestones, run_cell
+from race_nb.cell import run_cell
+from race_nb.eval import read_milestones
 from race_nb.flops import FlopsLedger
 
 

@@ -6,7 +6,9 @@
 from __future__ import annotations
 import json, time
 from pathlib import Path
-from ..core import atomic_path, checkpoint_resumes, last_checkpoint, trained_record
+from ..core import atomic_path
+from ..cell import trained_record
+from ..resume import checkpoint_resumes, last_checkpoint
 from ..config import TARGETS
 from .spec import GridError
 from .run import cell_done, cell_folders, cell_lock, read_params, read_status, shown_status, valid_metrics

@@ -9,8 +9,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 import yaml
 from tqdm import tqdm
-from ..core import environ, exclusive, last_checkpoint, project_root, trained_record, write_atomic
-from ..config import CELL_ID_ENV, MIN_CYCLES_ENV, TRACK_ENV, NO_SIGNAL_ENV, NO_SIGNAL_STEPS, NO_SIGNAL_STEPS_ENV, ON_NO_SIGNAL
+from ..core import environ, exclusive, project_root, write_atomic
+from ..cell import trained_record
+from ..resume import last_checkpoint
+from ..config import NO_SIGNAL_STEPS, ON_NO_SIGNAL
+from ..edge import cell_environ
 from .spec import GridError, _check_resource_values, cell_resources, checkpointing, load_grid, preflight, tracking_spec
 from .plan import check_cycles, check_memory, check_schedule, plan_grid
 
@@ -127,15 +130,14 @@ ALLOC_CONF = "expandable_segments:True" # a cell's PYTORCH_CUDA_ALLOC_CONF unles
 
 @contextlib.contextmanager
 def _cell_env(params: dict, checkpoint: dict | None, cell_dir: Path):
-    "While a cell's kernel starts: a user notebook's trainer gets the grid's checkpoint settings (RACE_CELL_CHECKPOINT) and its cell's folder (RACE_CELL_DIR: checked against the cell's params.yaml before it trains); the runner's environment is restored after."
-    from race_nb.contract import CELL_DIR_ENV
+    "While a cell's kernel starts: a user notebook's trainer gets the grid's checkpoint settings and its cell's folder (`race_nb.edge`; the folder checked against the cell's params.yaml before it trains); the runner's environment is restored after."
     own = "template" in params
-    with environ(RACE_CELL_CHECKPOINT=json.dumps(checkpoint or {}) if own else None, **{CELL_DIR_ENV: str(cell_dir) if own else None, CELL_ID_ENV: cell_dir.name},
+    with environ(**cell_environ(checkpoint=(checkpoint or {}) if own else None, dir=cell_dir if own else None, id=cell_dir.name),
                  PYTORCH_CUDA_ALLOC_CONF=os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ALLOC_CONF): yield  # the user's setting, if any, stands
 
 def _execute(cell_dir: Path, params: dict, kernel: str, checkpoint: dict | None = None) -> None:
     "Run the cell template into the cell's folder (log in cell.log); raise unless it leaves valid metrics."
-    from race_nb.core import run_notebook
+    from race_nb.kernels import run_notebook
     with open(cell_dir / "cell.log", "w") as logf, _cell_env(params, checkpoint, cell_dir):
         run_notebook(Path(params["template"]) if "template" in params else template_path(), cell_dir / "out.ipynb",
                      _papermill_params(params, cell_dir, checkpoint), cell_dir, kernel, stdout_file=logf, stderr_file=logf)
@@ -288,9 +290,8 @@ class CellJob:
         with contextlib.suppress(OSError): (self.cell_dir / "checkpoint.request").touch()
 
     def __call__(self) -> str:
-        from race_nb.config import CHECKPOINT_WINDOW_ENV
         signal.signal(signal.SIGTERM, self._term)
-        os.environ[CHECKPOINT_WINDOW_ENV] = f"{self.wait_seconds:g}"  # the cell's trainer says when a measured cycle outlasts it
+        os.environ.update(cell_environ(checkpoint_window=f"{self.wait_seconds:g}"))  # the cell's trainer says when a measured cycle outlasts it
         st = run_one_cell(self.cell_dir, self.params, self.retry_failed, threads=self.threads, checkpoint=self.ckpt)
         if STOPPING.is_set():  # Slurm kills and requeues this job: a result now would tell submitit the cell had finished
             time.sleep(3600)
@@ -440,11 +441,11 @@ def run_grid(grid_path, # grid YAML
         track = tracking_spec({**(g.get("tracking") if isinstance(g.get("tracking"), dict) else {"report_to": g.get("tracking")} if "tracking" in g else {}),
                                **({"report_to": report_to} if report_to is not None else {})}, g["name"])
         track.update(dir=str(root / "_tracking"), group=g["name"])  # TensorBoard's and trackio's files: beside the cells
-        with environ(**{NO_SIGNAL_ENV: g.get("on_no_signal", ON_NO_SIGNAL[0]), NO_SIGNAL_STEPS_ENV: g.get("no_signal_steps", NO_SIGNAL_STEPS),
-                        MIN_CYCLES_ENV: min_cycles,  # a user notebook's trainer checks min_cycles from its first measured step
-                        TRACK_ENV: json.dumps(track) if track["report_to"] else None,
+        with environ(**cell_environ(on_no_signal=g.get("on_no_signal", ON_NO_SIGNAL[0]), no_signal_steps=g.get("no_signal_steps", NO_SIGNAL_STEPS),
+                                     min_cycles=min_cycles,  # a user notebook's trainer checks min_cycles from its first measured step
+                                     track=track if track["report_to"] else None),
                         # trackio reads its folder when it is imported (the warm kernel server may import it): set before any kernel starts
-                        **({"TRACKIO_DIR": str(root / "_tracking" / "trackio")} if "trackio" in track["report_to"] else {})}):
+                        **({"TRACKIO_DIR": str(root / "_tracking" / "trackio")} if "trackio" in track["report_to"] else {})):
             try:
                 if executor == "local":
                     per_cell = max(1 if r.get("gpus") is None else r["gpus"] for *_, r in todo)
