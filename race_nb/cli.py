@@ -155,7 +155,7 @@ def demo(workers: int | None = None, runs: str = "runs", out: str = "_site") -> 
 def _train_tiny(names, ship: bool, spread: bool) -> int:
     "race train-tiny: retrain and judge reproduction (default), ship (--ship) or measure the seed spread (--spread)."
     from race_nb.rewards.prm import tiny_artifacts, train_tiny
-    from race_nb.repro import check_reproduction, describe_reproduction, seed_spread
+    from race_nb.retrain import check_reproduction, describe_reproduction, seed_spread
     from race_nb.core import check_choice
     names = [check_choice("tiny artifact", n, tuple(tiny_artifacts())) for n in names or tiny_artifacts()]
     if spread:

@@ -20,7 +20,7 @@ from .fastgen import GenCall, chunked_with_retry, rollouts
 from .gpus import peak_flops_of
 from .checkpoint import (CHECKPOINT_REQUEST, ROLLOUT_BUFFER, SIGNAL_HISTORY, STOP_NOTED, CellInterrupted, CheckpointCallback,
                                 LedgerCheckpointCallback, mid_cycle, note_stop_signals)
-from .watch import NoSignal, NoSignalWarning, SignalWatch, group_signal
+from .learning_signal import NoSignal, NoSignalWarning, SignalWatch, group_signal
 from .charge import ModelCharge, attach_rewards, charge_reward_model
 from .tracking import PROGRESS, TrackingCallback, tracking_args
 

@@ -1,10 +1,10 @@
 """The shipped tiny weights: every recipe is shipped, a shipped recipe is loaded and never retrained, and retraining
 reproduces a shipped file - bit for bit in the environment that shipped it, as equivalent behaviour in any other
-(race_nb.repro; nbs/04a_repro.ipynb)."""
+(race_nb.retrain; nbs/04a_retrain.ipynb)."""
 import json
 
 from race_nb.models import WarmStartConfig, environment_fingerprint, shipped_weights, warm_start, warm_start_key
-from race_nb.repro import check_reproduction, describe_reproduction, fingerprint_diff, load_tolerances
+from race_nb.retrain import check_reproduction, describe_reproduction, fingerprint_diff, load_tolerances
 from race_nb.rewards.prm import tiny_artifacts
 
 
