@@ -10,8 +10,10 @@ from .config import TARGETS
 from .core import project_root
 from .flops import FlopsLedger, per_token_table, shipped_configs
 
+TABLES = dict(forecast="forecast_tables", regimes="regime_tables", truth="truth_tables") # `race tables WHICH`: the module whose main prints it
+
 # %% auto #0
-__all__ = ['summarise', 'demo', 'main']
+__all__ = ['TABLES', 'summarise', 'demo', 'main']
 
 # %% ../nbs/20_cli.ipynb #7d55c654
 def _grid_parser(sub) -> None:
@@ -55,6 +57,9 @@ def _tool_parsers(sub) -> None:
     tt.add_argument("names", nargs="*", help="tiny-s, tiny-m, tiny-l, prm, proxy_prm, judge (default: all)")
     tt.add_argument("--ship", action="store_true", help="write the retrained weights (or, with --spread, the spread) into data/weights")
     tt.add_argument("--spread", action="store_true", help="retrain under other seeds and measure the seed-to-seed spread and tolerances")
+    tab = sub.add_parser("tables", help="print the study's tables from the committed results (race-forecast, race-regimes, the truth table)")
+    tab.add_argument("which", choices=TABLES, help="forecast: RACE's forecasting rules (results/race-forecast); regimes: results/race-regimes*; truth: population 2's truth table")
+    tab.add_argument("rest", nargs=argparse.REMAINDER, help="the table's own arguments (race tables WHICH --help)")
     card = sub.add_parser("card", help="print the compute card of a saved ledger (ledger.parquet)")
     card.add_argument("ledger", help="path of a ledger.parquet written by FlopsLedger.save")
     fl = sub.add_parser("flops", help="forward FLOPs per token of shipped architectures")
@@ -321,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
             names = args.names or shipped_configs()
             print(per_token_table(names, context=args.context).to_string(float_format=lambda x: f"{x:.4g}"))
         elif args.command == "grid": return _grid_command(args)
+        elif args.command == "tables":
+            import importlib
+            return importlib.import_module(f"race_nb.{TABLES[args.which]}").main(args.rest) or 0
         elif args.command == "diagnose": _diagnose(args.runs_dir, args.full, args.target, args.moderate)
         elif args.command == "report":
             from race_nb.report import render_report

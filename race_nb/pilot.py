@@ -11,13 +11,13 @@ import yaml
 from .core import check_positive, project_root, write_atomic
 from .config import DEFAULT_ARM, Arm
 from .forecast import FROZEN
-from .reproduction import budget_label
+from .reproduction import VALIDATION, budget_label, read_validation
 
 # %% auto #0
-__all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'PILOT_FRACTION', 'VALIDATION', 'PILOT_HEADER', 'arms_around_arm',
-           'arms_around', 'contrast_arms', 'template_arm', 'own_arm', 'grpo_fields', 'pilot_grid', 'validation_record',
-           'reliability_note', 'sign_note', 'heldout_status', 'PilotResult', 'run_targets', 'seed_copies',
-           'pilot_calls', 'run_pilot', 'pilot_plan', 'pilot_command']
+__all__ = ['DEFAULT_ARMS', 'MIN_PILOT_STEPS', 'PILOT_SEEDS', 'PILOT_FRACTION', 'PILOT_HEADER', 'arms_around_arm', 'arms_around',
+           'contrast_arms', 'template_arm', 'own_arm', 'grpo_fields', 'pilot_grid', 'reliability_note', 'sign_note',
+           'heldout_status', 'PilotResult', 'run_targets', 'seed_copies', 'pilot_calls', 'run_pilot', 'pilot_plan',
+           'pilot_command']
 
 # %% ../nbs/08a_pilot.ipynb #0f85a2a3
 DEFAULT_ARMS = ("n16-m4", "n8-m8", "n4-m4-mu4") # low to high update share, when no GRPOConfig is given
@@ -92,19 +92,12 @@ def pilot_grid(template, # the user's notebook (meets `race_nb.contract.check_te
                 template=str(template), fixed=dict(params or {}), axes=dict(arm=arms), budgets=[float(budget * fraction)], seeds=list(seeds))
 
 # %% ../nbs/08a_pilot.ipynb #e5b839f3
-VALIDATION = Path("results") / "race-forecast" / "validation.json" # the committed validation record (under the project root)
-
 def _ci(v) -> str: return f"{v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]"
-
-def validation_record(path=None) -> dict | None:
-    "The committed validation of the frozen rule (`results/forecast_tables.py --validation`), or None where it is not there."
-    p = Path(path) if path else project_root() / VALIDATION
-    return json.loads(p.read_text()) if p.exists() else None
 
 def reliability_note(path=None) -> str:
     "How far to trust the pilot's recommendation, from the committed validation record: nothing typed in."
     p = Path(path) if path else project_root() / VALIDATION
-    v = validation_record(p)
+    v = read_validation(p, missing_ok=True)
     if v is None: return f"reliability: no validation record at {p} (the repository's results/race-forecast/ holds it)"
     where = p.relative_to(project_root()) if p.is_relative_to(project_root()) else p
     lines = [f"reliability of the frozen rule {v['rule']!r} on {v['target']} (from {where}, written by {v['written_by']} from the committed runs):"]
@@ -131,7 +124,7 @@ def sign_note(b: dict) -> str:
 
 def heldout_status(path=None) -> str:
     "The held-out test of the frozen rule as the record gives it: its verdict, or how far it got."
-    v = validation_record(path)
+    v = read_validation(path, missing_ok=True)
     h = (v or {}).get("populations", {}).get("heldout")
     return "no record" if h is None else h.get("verdict") or h["status"]
 

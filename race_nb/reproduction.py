@@ -22,10 +22,13 @@ __all__ = ['VALIDATION', 'PAPER_MODELS', 'STUDY', 'SHIFT_CLAIM', 'RHO_PRIME_CLAI
 # %% ../nbs/09b_reproduction.ipynb #ecdb9375
 VALIDATION = Path("results") / "race-forecast" / "validation.json" # the frozen rule's record, relative to the project
 
-def read_validation(path=None) -> dict:
-    "The frozen rule's validation record; one line when it is missing or not JSON."
+def read_validation(path=None, # the record (default: the project's results/race-forecast/validation.json)
+                    missing_ok: bool = False, # None when there is no record (else a one-line error)
+                   ) -> dict | None:
+    "The frozen rule's validation record, the one reader of it (`race pilot`'s reliability note, the report); one line when it is missing or not JSON."
     p = Path(path) if path else project_root() / VALIDATION
-    if not p.exists(): raise FileNotFoundError(f"{p}: no validation record (results/forecast_tables.py --validation writes it)")
+    if not p.exists() and missing_ok: return None
+    if not p.exists(): raise FileNotFoundError(f"{p}: no validation record (`race tables forecast` (race_nb.forecast_tables) --validation writes it)")
     try: return json.loads(p.read_text())
     except json.JSONDecodeError as e: raise ValueError(f"{p}: not a validation record ({e})") from None
 

@@ -12,12 +12,11 @@ def test_the_frozen_rule_is_pinned():
 
 
 def test_the_validation_record_is_what_the_committed_runs_give():
-    "Issue 53: `race pilot`'s reliability note reads results/race-forecast/validation.json; its development record must be what\n    results/forecast_tables.py computes from the committed parquet copies (nothing typed in). The points and counts are recomputed\n    here; the bootstrap intervals come from the same code with a fixed seed."
+    "Issue 53: `race pilot`'s reliability note reads results/race-forecast/validation.json; its development record must be what\n    race_nb.forecast_tables (`race tables forecast`) computes from the committed parquet copies (nothing typed in). The points and counts are recomputed\n    here; the bootstrap intervals come from the same code with a fixed seed."
     import json, sys
     from race_nb.core import project_root
     from race_nb.forecast import curve_values, forecast_validation
-    sys.path.insert(0, str(project_root() / "results"))
-    import forecast_tables as ft
+    from race_nb import forecast_tables as ft
     rec = json.loads((project_root() / "results" / "race-forecast" / "validation.json").read_text())
     assert rec["rule"] == FROZEN["name"] and rec["target"] == "pass1_id"
     assert "status" in rec["populations"]["heldout"]  # not run, how far it got, or done with its verdict
