@@ -4,13 +4,13 @@
 
 # %% ../nbs/05f_build.ipynb #1a14733d
 from __future__ import annotations
-import json, os, warnings
-from pathlib import Path
+import warnings
 import torch
 from trl import GRPOConfig
 from .core import check_choice, check_positive
 from .config import Arm, CellConfig
-from .flops import FlopsLedger, LINEARS, BUDGET_COMPONENTS
+from .flops import LINEARS
+from .ledger import FlopsLedger, BUDGET_COMPONENTS
 from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
 from .grpo import LedgerGRPOTrainer, count_by_component
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import functools, inspect, time, warnings
 import torch
-from .flops import FlopsLedger, ModelFlops
+from .flops import ModelFlops
 from .rewards.core import Reward
 
 # %% auto #0

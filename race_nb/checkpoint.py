@@ -11,7 +11,7 @@ from transformers import TrainerCallback
 from .core import check_positive, write_atomic
 from .resume import RESUMES
 from .edge import grid_cell
-from .flops import FlopsLedger
+from .ledger import FlopsLedger
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ import argparse, os, sys
 from pathlib import Path
 from .config import TARGETS
 from .core import project_root
-from .flops import FlopsLedger, per_token_table, shipped_configs
+from .flops import per_token_table, shipped_configs
+from .ledger import FlopsLedger
 
 TABLES = dict(forecast="forecast_tables", regimes="regime_tables", truth="truth_tables") # `race tables WHICH`: the module whose main prints it
 
@@ -281,7 +282,7 @@ def _pilot(args) -> int:
 # %% ../nbs/20_cli.ipynb #e5a09ee3
 def _grid_command(args) -> int:
     "`race grid run | plan | status | aggregate`; returns the exit status."
-    from race_nb.grid import GridInterrupted, aggregate, grid_status, run_grid, plan_grid, format_plan, parse_resource_args
+    from race_nb.grid import GridInterrupted, aggregate, grid_status, run_grid, parse_resource_args
     if args.grid_command == "plan": return _plan(args.grid, args.prompt_len, args.rate, parse_resource_args(args.resources), args.gpu, args.csv, args.runs, args.min_cycles)
     if args.grid_command == "run":
         import signal

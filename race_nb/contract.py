@@ -5,9 +5,9 @@
 # %% ../nbs/06a_contract.ipynb #63c80248
 from __future__ import annotations
 import numbers
-import ast, json, math, os, time
+import ast, math
 from pathlib import Path
-from .core import atomic_path, check_positive, write_atomic
+from .core import write_atomic
 from .edge import GridCell, grid_cell
 
 # %% auto #0
@@ -65,7 +65,6 @@ def template_sha(path) -> str:
 
 def check_template(path) -> dict:
     "Refuse a notebook that does not meet the cell contract, saying what to add; return its parameters (`template_parameters`)."
-    import nbformat
     params = template_parameters(path)
     missing = [p for p in CONTRACT_PARAMS if p not in params]
     if missing:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #f9d5a9b2
 from __future__ import annotations
-import contextlib, errno, fcntl, hashlib, json, logging, math, os, socket, threading, time, warnings
+import contextlib, errno, fcntl, hashlib, json, math, os, socket, threading, time, warnings
 from numbers import Number
 from pathlib import Path
 

@@ -8,7 +8,7 @@ import json, time
 from pathlib import Path
 from transformers import TrainerCallback
 from .core import artifact_key, atomic_path, cache_dir, file_lock
-from .flops import FlopsLedger
+from .ledger import FlopsLedger
 from .config import CellConfig
 from .data import grade, load_spec
 from .models import format_prompt, generate
@@ -83,7 +83,6 @@ def read_milestones(cell_dir) -> "pd.DataFrame":
 class MilestoneEval(TrainerCallback):
     "At the first optimizer step at or past each milestone of the budget: greedy pass@1 on the first `milestone_prompts` prompts, per prompt, charged to eval, appended to milestones.parquet (a resumed run skips milestones on file)."
     def __init__(self, trainer, cfg: CellConfig, out_dir):
-        from race_nb.flops import ModelFlops
         self.tr, self.cfg, self.out = trainer, cfg, Path(out_dir)
         self.todo = [f for f in milestone_fractions(cfg.milestones) if f not in set(read_milestones(out_dir).milestone)]
         self.sets = self.prompts = None

@@ -4,13 +4,12 @@
 
 # %% ../nbs/01_flops.ipynb #fc64df03
 from __future__ import annotations
-import json, math, re, time
+import json, re
 from dataclasses import dataclass
 from pathlib import Path
 import pandas as pd
 from fastcore.basics import patch
-from .core import atomic_path, check_positive, check_choice, shipped_path
-from .ledger import COMPONENTS, BUDGET_COMPONENTS, EVENT_COLUMNS, FlopsLedger  # the account the counts go into (re-exported)
+from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
 __all__ = ['ATTN', 'MLP', 'LINEARS', 'REQUIRED_FIELDS', 'SUPPORTED_MODEL_TYPES', 'CHECKS', 'TINY_CHECK_CONFIGS',

@@ -5,7 +5,6 @@
 # %% ../nbs/08b_forecast.ipynb #3fe8f74b
 from __future__ import annotations
 import math, warnings
-from pathlib import Path
 import numpy as np
 import pandas as pd
 from .config import DEFAULT_ARM

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_grpo.ipynb #917791c9
 from __future__ import annotations
-import contextlib, functools, inspect, json, logging, os, time, warnings
+import contextlib, json, logging, time, warnings
 from pathlib import Path
 import torch
 from transformers import TrainerCallback
@@ -15,14 +15,14 @@ from .edge import grid_cell
 from .resume import checkpoint_resumes, last_checkpoint
 from .config import NO_SIGNAL_STEPS, ON_NO_SIGNAL, OOM_RETRIES
 from fastcore.basics import patch
-from .flops import FlopsLedger, ModelFlops, LINEARS, BUDGET_COMPONENTS
+from .flops import ModelFlops
+from .ledger import FlopsLedger, BUDGET_COMPONENTS
 from .fastgen import GenCall, chunked_with_retry, rollouts
 from .gpus import peak_flops_of
-from .checkpoint import (CHECKPOINT_REQUEST, ROLLOUT_BUFFER, SIGNAL_HISTORY, STOP_NOTED, CellInterrupted, CheckpointCallback,
-                                LedgerCheckpointCallback, mid_cycle, note_stop_signals)
-from .learning_signal import NoSignal, NoSignalWarning, SignalWatch, group_signal
-from .charge import ModelCharge, attach_rewards, charge_reward_model
-from .tracking import PROGRESS, TrackingCallback, tracking_args
+from .checkpoint import (ROLLOUT_BUFFER, SIGNAL_HISTORY, LedgerCheckpointCallback)
+from .learning_signal import SignalWatch, group_signal
+from .charge import attach_rewards, charge_reward_model as charge_reward_model  # re-exported: a trl user imports it with the trainer
+from .tracking import TrackingCallback, tracking_args
 
 logger = logging.getLogger(__name__)  # not `log`: the trainer's patched `log` method is a module-level name too
 

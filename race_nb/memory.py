@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_memory.ipynb #26084be3
 from __future__ import annotations
-import contextlib, json, math
+import contextlib
 from .config import COMPACT_SHARE, MODEL_REWARDS, PREFILL_TOKENS, CellConfig
 from .flops import ModelFlops
 from .arm_flops import cell_arm, policy_flops, reward_model_flops

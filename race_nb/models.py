@@ -4,15 +4,16 @@
 
 # %% ../nbs/03_models.ipynb #ba36f6fc
 from __future__ import annotations
-import contextlib, fcntl, hashlib, json, logging, math, os, random, shutil, time
-from dataclasses import dataclass, asdict, field
+import contextlib, json, logging, math, os, random, shutil, time
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
 from tqdm import tqdm
-from .core import artifact_key, cache_dir, check_positive, check_choice, file_lock, shipped_path
+from .core import artifact_key, cache_dir, check_positive, check_choice, file_lock
 from .data import ARITH_SPECS, arith_records, grade, teacher_solution
 from .config import TINY_POLICIES, is_checkpoint_ref, model_entry
-from .flops import FlopsLedger, ModelFlops, load_config
+from .flops import ModelFlops, load_config
+from .ledger import FlopsLedger
 
 log = logging.getLogger(__name__)
 

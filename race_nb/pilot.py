@@ -4,12 +4,12 @@
 
 # %% ../nbs/08a_pilot.ipynb #31bd1062
 from __future__ import annotations
-import dataclasses, json, os
+import dataclasses, json
 from pathlib import Path
 import pandas as pd
 import yaml
 from .core import check_positive, project_root, write_atomic
-from .config import DEFAULT_ARM, Arm
+from .config import DEFAULT_ARM
 from .forecast import FROZEN
 from .reproduction import VALIDATION, budget_label, read_validation
 

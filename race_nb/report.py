@@ -4,14 +4,14 @@
 
 # %% ../nbs/09_report.ipynb #b9ada44e
 from __future__ import annotations
-import html, json, os, re, shutil, subprocess, warnings
+import json, os, shutil
 from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
 from .core import project_root
-from .config import MODEL_REWARDS, TARGET_LABELS, TARGETS
-from .flops import BUDGET_COMPONENTS
+from .config import TARGET_LABELS, TARGETS
+from .ledger import BUDGET_COMPONENTS
 from .render import render_fallback, render_quarto
 
 # %% auto #0

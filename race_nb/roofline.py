@@ -11,7 +11,7 @@ from .core import project_root
 from .flops import ModelFlops
 from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
 from .memory import BF16, kv_bytes, memory_plan
-from .gpus import DEFAULT_GPU, GPUS, gpu_spec
+from .gpus import gpu_spec
 
 # %% auto #0
 __all__ = ['COMPLETION_PRIOR', 'SYNC_EVERY', 'step_weight_bytes', 'prior_lengths', 'history_lengths', 'cell_history',

@@ -8,7 +8,7 @@ import functools, json, os, time
 from pathlib import Path
 from transformers import TrainerCallback
 from .core import write_atomic
-from .edge import ENV, grid_cell
+from .edge import grid_cell
 
 # %% auto #0
 __all__ = ['PROGRESS', 'tracking_args', 'TrackingCallback']

@@ -3,7 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from race_nb.flops import FlopsLedger
+from race_nb.ledger import FlopsLedger
 
 RACE = [str(Path(sys.executable).with_name("race"))]
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from race_nb.core import project_root
-from race_nb.flops import FlopsLedger
+from race_nb.ledger import FlopsLedger
 
 SHARED = Path(os.environ.get("RACE_DATA_DIR", project_root().parent / "shared" / "data"))
 pytestmark = pytest.mark.skipif(not (SHARED / "gsm8k" / "train.jsonl").exists(), reason=f"no GSM8K at {SHARED}")

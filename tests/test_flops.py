@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from race_nb.flops import (CHECKS, TINY_CHECK_CONFIGS, FlopsLedger, LoraSpec, ModelFlops, validate_flops)
+from race_nb.flops import CHECKS, TINY_CHECK_CONFIGS, LoraSpec, ModelFlops, validate_flops
+from race_nb.ledger import FlopsLedger
 
 
 @pytest.mark.parametrize("name", sorted(TINY_CHECK_CONFIGS))

@@ -8,7 +8,7 @@ import pandas as pd
 from race_nb.config import CellConfig
 from race_nb.cell import run_cell
 from race_nb.eval import read_milestones
-from race_nb.flops import FlopsLedger
+from race_nb.ledger import FlopsLedger
 
 
 def test_milestone_at_a_quarter_equals_a_quarter_budget_cell(tmp_path):

@@ -50,7 +50,7 @@ def test_rehearsal_grid_runs_every_reward_system(data_dir, tmp_path):
     assert (model.loc[["sparse", "structured"], "flops_reward"] == 0).all()
     assert (df.steps >= 5).all() and (df.overshoot >= 0).all()
     for cell in df.cell:  # the judge score comes from the hf judge: a sigmoid of a random one-logit head, charged to eval
-        from race_nb.flops import FlopsLedger
+        from race_nb.ledger import FlopsLedger
         ev = FlopsLedger.load(tmp_path / "paper-rehearsal" / cell / "ledger.parquet").to_frame()
         assert ev[(ev.component == "eval") & (ev.phase == "judge")].flops.sum() > 0
     assert df.judge.between(0.01, 0.99).all(), df.judge

@@ -4,11 +4,10 @@
 
 # %% ../../nbs/07b_grid_plan.ipynb #409c0a77
 from __future__ import annotations
-import dataclasses, hashlib, itertools, json, logging, os, sys
+import json, logging
 from pathlib import Path
-import yaml
-from ..core import check_positive, project_root
-from ..config import ARMS, TRACKERS, MODELS, ON_NO_SIGNAL, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
+from ..core import check_positive
+from ..config import CellConfig
 
 log = logging.getLogger(__name__)
 from .spec import GridError, cell_resources, checkpointing, load_grid
@@ -42,7 +41,8 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
     import pandas as pd
     from race_nb.arm_flops import arm_flops, policy_flops, reward_model_flops
     from race_nb.memory import GPU_MEMORY, memory_plan
-    from race_nb.roofline import DEFAULT_GPU, cell_history, cell_roofline, gpu_spec, history_lengths
+    from race_nb.roofline import cell_history, cell_roofline, gpu_spec, history_lengths
+    from race_nb.gpus import DEFAULT_GPU
     g = load_grid(grid) if not isinstance(grid, dict) else grid
     rows, cache = [], {}
     if rate is not None: check_positive("rate", rate)

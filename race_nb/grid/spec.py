@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses, hashlib, itertools, json, logging, os, sys
 from pathlib import Path
 import yaml
-from ..core import check_positive, project_root
+from ..core import check_positive
 from ..config import ARMS, TRACKERS, MODELS, ON_NO_SIGNAL, TRAINING_REWARDS, Arm, CellConfig, check_reward_tasks, is_checkpoint_ref
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def tracking_spec(tracking, grid_name: str, fail=None) -> dict:
     if unknown := [k for k in t if k not in ("report_to", "project")]: fail(unknown[0], "unknown key; valid: report_to, project")
     to = t.get("report_to", [])
     to = [] if to in (None, "none", ["none"]) else [to] if isinstance(to, str) else to
-    if not isinstance(to, list) or (wrong := [r for r in to if r not in TRACKERS]):
+    if not isinstance(to, list) or any(r not in TRACKERS for r in to):
         fail("report_to", f"trackers among {', '.join(TRACKERS)} (or none), got {to!r}")
     return dict(report_to=list(dict.fromkeys(to)), project=str(t.get("project") or grid_name))
 

@@ -4,14 +4,11 @@
 
 # %% ../../nbs/08_race.claims.ipynb #0429161b
 from __future__ import annotations
-import dataclasses, functools, math, warnings
-from dataclasses import dataclass
+import math, warnings
 from typing import NamedTuple
 import numpy as np
 import pandas as pd
-import yaml
-from ..core import check_choice, check_positive
-from ..config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
+from ..config import MODEL_REWARDS, RULE_REWARDS, TARGETS
 from .keys import *
 from .contrast import *
 from .contrast import _one_cell_each

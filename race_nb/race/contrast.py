@@ -4,13 +4,10 @@
 
 # %% ../../nbs/08_race.contrast.ipynb #b8e9deec
 from __future__ import annotations
-import dataclasses, functools, math, warnings
+import functools, math, warnings
 from dataclasses import dataclass
 import numpy as np
 import pandas as pd
-import yaml
-from ..core import check_choice, check_positive
-from ..config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
 from .keys import *
 
 # %% auto #0

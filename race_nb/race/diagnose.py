@@ -4,13 +4,9 @@
 
 # %% ../../nbs/08_race.diagnose.ipynb #88f9594d
 from __future__ import annotations
-import dataclasses, functools, math, warnings
-from dataclasses import dataclass
 import numpy as np
 import pandas as pd
-import yaml
-from ..core import check_choice, check_positive
-from ..config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
+from ..config import RULE_REWARDS, TARGETS
 from .keys import *
 from .contrast import *
 from .fits import *
@@ -78,7 +74,6 @@ def require_done(res: pd.DataFrame, runs_dir) -> pd.DataFrame:
 
 def diagnose_runs(runs_dir, targets=None, th: Thresholds = Thresholds()) -> pd.DataFrame:
     "Regime table of a grid's runs folder, by `config_keys` (a user notebook's own varied parameters too); targets (default): those the cells recorded."
-    from pathlib import Path
     from race_nb.grid import aggregate, check_same_prompts, per_prompt_results
     res = require_done(aggregate(runs_dir, write=False), runs_dir)  # from the cells themselves: a stale results.parquet is never read
     if targets is None:  # the cells' own (aggregate's `targets`: ours, or what a user notebook's finish_run recorded), in order

@@ -4,13 +4,10 @@
 
 # %% ../../nbs/08_race.keys.ipynb #96f943ac
 from __future__ import annotations
-import dataclasses, functools, math, warnings
-from dataclasses import dataclass
+import dataclasses
 import numpy as np
 import pandas as pd
-import yaml
-from ..core import check_choice, check_positive
-from ..config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
+from ..config import CellConfig
 
 # %% auto #0
 __all__ = ['WITHIN_CONFIG', 'NOT_CONFIG', 'config_keys', 'select_config', 'group_keys', 'config_groups', 'synthetic_results']

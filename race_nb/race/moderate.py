@@ -4,13 +4,9 @@
 
 # %% ../../nbs/08_race.moderate.ipynb #4739b265
 from __future__ import annotations
-import dataclasses, functools, math, warnings
-from dataclasses import dataclass
+import math
 import numpy as np
 import pandas as pd
-import yaml
-from ..core import check_choice, check_positive
-from ..config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
 from .keys import *
 from .contrast import *
 

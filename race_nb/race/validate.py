@@ -4,13 +4,11 @@
 
 # %% ../../nbs/08_race.validate.ipynb #63f6c373
 from __future__ import annotations
-import dataclasses, functools, math, warnings
-from dataclasses import dataclass
+import warnings
 import numpy as np
 import pandas as pd
-import yaml
 from ..core import check_choice, check_positive
-from ..config import ARMS, DEFAULT_ARM, MODEL_REWARDS, RULE_REWARDS, TARGETS, CellConfig
+from ..config import ARMS, DEFAULT_ARM, TARGETS
 from .keys import *
 from .contrast import *
 from .fits import *

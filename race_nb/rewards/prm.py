@@ -10,9 +10,9 @@ import torch
 from fastcore.basics import patch
 from ..core import check_choice, check_positive
 from ..config import OOM_RETRIES
-from ..data import arith_records, extract_answer, parse_chain_prompt, solve_chain, chain_text
+from ..data import extract_answer, parse_chain_prompt, chain_text
 from ..flops import ModelFlops
-from ..models import ALPHABET, WarmStartConfig, warm_start, load_tokenizer, resolve_weights, is_offline
+from ..models import ALPHABET, WarmStartConfig, warm_start, load_tokenizer, is_offline
 from .core import Reward, aggregate, arith_step_labels, register, AGGREGATIONS
 
 # %% auto #0
@@ -168,7 +168,6 @@ def train_tiny(names=None, # labels of `tiny_artifacts` (default: all)
     "Retrain tiny artifacts from their recipes (never from a shipped copy); return label -> folder written."
     import shutil
     from race_nb.core import project_root
-    from race_nb.models import warm_start_key
     arts = tiny_artifacts()
     out = {}
     for label in names or arts:
