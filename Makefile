@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export RACE_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup demo site test readme results-readmes export clean-nbs check-export check-clean nbtest pytest pytest-main pytest-slurm lab bench bench-suite gpu-check gpu-bundle
+.PHONY: setup lint demo site test readme results-readmes export clean-nbs check-export check-clean nbtest pytest pytest-main pytest-slurm lab bench bench-suite gpu-check gpu-bundle
 
 setup: $(STAMP)
 
@@ -37,8 +37,11 @@ site: setup  # the report of the demo grid (run first when missing) and every ch
 
 # make test: nbdev_test, then pytest's main part, then the Slurm tests alone. (nbdev_test beside pytest was measured slower
 # on 2 cores: bench/SUITE.md.)
-test: setup check-export check-clean nbtest pytest-main pytest-slurm
+test: setup check-export check-clean lint nbtest pytest-main pytest-slurm
 	@echo "make test: all checks passed"
+
+lint: setup  # unused imports and names (ruff.toml): the package as nbdev exports it, the tests and the benchmarks
+	$(BIN)/ruff check race_nb tests bench
 
 check-export: setup
 	@.ci/unchanged race_nb -- $(BIN)/nbdev_export

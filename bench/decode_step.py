@@ -105,7 +105,7 @@ def fake_step(config: str, path: str, batch: int, prompt: int, generated: int, l
                 wpos = torch.tensor([n - 1])
                 with counter:
                     logits = dec.run(ids, pos, wpos, n, rope, caches, bias)
-                    nxt = torch.multinomial(F.softmax(logits.float() / 0.9, dim=-1), 1)  # the step's sampling, as fast_generate runs it
+                    torch.multinomial(F.softmax(logits.float() / 0.9, dim=-1), 1)  # the step's sampling, as fast_generate runs it
             else:
                 from transformers import DynamicCache
                 cache = DynamicCache(config=model.config)
@@ -115,7 +115,7 @@ def fake_step(config: str, path: str, batch: int, prompt: int, generated: int, l
                 mask = torch.ones(batch, n, dtype=torch.long)
                 with counter:
                     out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True, position_ids=pos, logits_to_keep=1)
-                    nxt = torch.multinomial(F.softmax(out.logits[:, -1].float() / 0.9, dim=-1), 1)
+                    torch.multinomial(F.softmax(out.logits[:, -1].float() / 0.9, dim=-1), 1)  # the sampling a decode step runs: measured, its token not needed
     ideal = ideal_bytes(mf, batch, n, lora=not path.endswith("merged"))
     top = sorted(counter.by_op.items(), key=lambda kv: -kv[1])[:6]
     return dict(kind="COUNTED (FakeTensorMode, CPU)", config=config, path=path, batch=batch, context=n, bytes=counter.total,

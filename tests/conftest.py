@@ -25,8 +25,29 @@ def pin_xdist_worker() -> list[int] | None:
     return share
 
 
+SHARED = Path(os.environ.get("RACE_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")  # GSM8K and MATH-500 (never in the repo)
+
+
+def require_data(*parts: str) -> Path:
+    "The shared data file `parts` under RACE_DATA_DIR; a test skips, saying where it looked, when it is missing - and fails "
+    "instead under RACE_REQUIRE_DATA=1 (CI sets it, as it sets RACE_REQUIRE_SLURM and RACE_REQUIRE_BROWSER)."
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        why = f"no {'/'.join(parts)} at {SHARED} (set RACE_DATA_DIR to the folder holding gsm8k/ and math500/)"
+        if os.environ.get("RACE_REQUIRE_DATA") == "1": pytest.fail(f"RACE_REQUIRE_DATA=1 but {why}")
+        pytest.skip(why)
+    return p
+
+
 ALL_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None  # before the pin
 PINNED = pin_xdist_worker()
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    "The shared data folder, GSM8K and MATH-500 in it (`require_data`: skipped without them, or failed under RACE_REQUIRE_DATA=1)."
+    for name in ("gsm8k", "math500"): require_data(name, "test.jsonl")
+    return SHARED
 
 
 @pytest.fixture

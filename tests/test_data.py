@@ -1,16 +1,13 @@
 """Loaders on the shared real data, the arithmetic task's splits, the tokenizer and offline errors."""
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from race_nb.data import ARITH_SPECS, arith_records, extract_answer, grade, load_records
 from race_nb.models import char_tokenizer, check_alphabet, load_policy, load_tokenizer, resolve_weights
 
-SHARED = Path(os.environ.get("RACE_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")
-needs_data = pytest.mark.skipif(not (SHARED / "gsm8k" / "test.jsonl").exists(),
-                                reason=f"shared GSM8K/MATH-500 not found at {SHARED} (set RACE_DATA_DIR)")
+from conftest import SHARED
+needs_data = pytest.mark.usefixtures("shared_data")
 
 
 @needs_data

@@ -1,16 +1,14 @@
 """The ledger as a drop-in for a plain trl script: the user's own reward functions, dataset columns, peft config and
 trl defaults; every logged number checked against FlopCounterMode, checkpoints carrying the ledger."""
 import os, warnings
-from pathlib import Path
 
 import pytest
 import torch
 
-from race_nb.core import project_root
 from race_nb.ledger import FlopsLedger
 
-SHARED = Path(os.environ.get("RACE_DATA_DIR", project_root().parent / "shared" / "data"))
-pytestmark = pytest.mark.skipif(not (SHARED / "gsm8k" / "train.jsonl").exists(), reason=f"no GSM8K at {SHARED}")
+from conftest import SHARED
+pytestmark = pytest.mark.usefixtures("shared_data")
 
 
 def user_run(tmp_path, declare=True, cls=None, **extra):

@@ -13,7 +13,7 @@ def test_the_frozen_rule_is_pinned():
 
 def test_the_validation_record_is_what_the_committed_runs_give():
     "Issue 53: `race pilot`'s reliability note reads results/race-forecast/validation.json; its development record must be what\n    race_nb.forecast_tables (`race tables forecast`) computes from the committed parquet copies (nothing typed in). The points and counts are recomputed\n    here; the bootstrap intervals come from the same code with a fixed seed."
-    import json, sys
+    import json
     from race_nb.core import project_root
     from race_nb.forecast import curve_values, forecast_validation
     from race_nb import forecast_tables as ft

@@ -1,7 +1,6 @@
 """Learning curves inside a cell (issue 36): a cell's milestone at B/4 is a B/4 run. Cells train at a constant learning rate with the
 budget as the only stop, so the first quarter of a budget-B cell is a B/4 cell of the same seed: its greedy pass@1 at the B/4
 milestone must equal a separate B/4 cell's, prompt by prompt (same machine), and evaluating along the way must not change training."""
-import json
 
 import pandas as pd
 

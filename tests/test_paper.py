@@ -10,7 +10,7 @@ from race_nb.arm_flops import reward_model_flops
 from race_nb.build import build_trainer, whole_step_check
 from race_nb.config import Arm, CellConfig
 
-SHARED = Path(os.environ.get("RACE_DATA_DIR", project_root().parent / "shared" / "data"))
+from conftest import SHARED, require_data
 RACE = str(Path(sys.executable).with_name("race"))
 TOY = dict(model="qwen2.5-1.5b", model_path="toy:qwen2.5-1.5b", train_data="polaris:train", eval_id="gsm8k:test",
            eval_ood="math500:test", max_completion_length=16, judge_settings=dict(backend="hf", path="toy:judge"))
@@ -19,7 +19,7 @@ TOY = dict(model="qwen2.5-1.5b", model_path="toy:qwen2.5-1.5b", train_data="pola
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     "GSM8K and MATH-500 from the shared folder, and a small training file in Polaris-53K's format (problem, answer)."
-    if not (SHARED / "gsm8k" / "test.jsonl").exists(): pytest.skip(f"no shared data at {SHARED}")
+    require_data("gsm8k", "test.jsonl")
     d = tmp_path_factory.mktemp("data")
     for name in ("gsm8k", "math500"): (d / name).symlink_to(SHARED / name)
     (d / "polaris").mkdir()
@@ -137,7 +137,7 @@ def test_gpu_check_smoke(tmp_path):
     "cell's cycle with the memory marks per phase, S2 the random stream unchanged across an evaluation and a 2-cell grid stopped "
     "by a checkpoint request and resumed, S3 ledger = FlopCounterMode per component with the real-format PRM; it finds the "
     "shared data without RACE_DATA_DIR; P probes the versions and imports what the check runs, D times each generation path's decode step, G measures fast generation's peak."
-    if not (SHARED / "gsm8k" / "test.jsonl").exists(): pytest.skip(f"no shared data at {SHARED}")
+    require_data("gsm8k", "test.jsonl")
     env = {k: v for k, v in os.environ.items() if k != "RACE_DATA_DIR"}
     out = tmp_path / "gpu_check"
     res = subprocess.run([sys.executable, str(GPU_CHECK), "--smoke", "--out-dir", str(out)], capture_output=True, text=True, env=env, timeout=1500)
@@ -279,7 +279,7 @@ def test_a_short_cell_says_its_dead_reward(tmp_path):
     "gated PRM on a policy that never states an answer carried no signal, and the end of its training says so in one line naming the "
     "reward, the shares and what to change (on_no_signal's default, fail, stops the cell with it). The same cell with the PRM not "
     "answer-gated carries a signal and says nothing of the kind."
-    if not (SHARED / "gsm8k" / "test.jsonl").exists(): pytest.skip(f"no shared data at {SHARED}")
+    require_data("gsm8k", "test.jsonl")
     import nbformat, papermill as pm
     from race_nb.kernels import SOCKET_ENV, warm_manager
     tpl = project_root() / "nbs" / "experiments" / "grpo_cell.ipynb"

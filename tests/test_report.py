@@ -1,5 +1,4 @@
 """The report of a micro grid, rendered by `race site` with the nbconvert fallback (Quarto when it exists); tests/test_site.py opens the same site in a browser."""
-import json
 import re
 import shutil
 import subprocess
