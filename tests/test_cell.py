@@ -22,7 +22,8 @@ def test_budget_too_small_names_the_minimum(tmp_path):
         build_trainer(CellConfig(budget=1e6), tmp_path)
 
 
-def test_arm_errors():
+def test_an_impossible_arm_or_target_rho_is_refused():
+    "m > n, n < 2 and a target rho outside (0, 1) are refused with what is wrong."
     with pytest.raises(ValueError, match="cannot exceed"):
         Arm("x", n=4, m=6)
     with pytest.raises(ValueError, match="n must be at least 2"):

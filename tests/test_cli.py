@@ -1,6 +1,8 @@
 """The `race` console script as a user runs it."""
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 from race_nb.ledger import FlopsLedger
@@ -32,10 +34,33 @@ def test_flops_table_and_unknown_name():
     assert res.returncode == 1 and "qwen2.5-1.5b" in res.stderr
 
 
-def test_help_lists_every_command():
-    res = run("--help")
-    for cmd in ("grid", "diagnose", "report", "demo", "card", "flops"):
-        assert cmd in res.stdout
+def _commands(parser) -> dict:
+    "A parser's subcommands: name -> its parser."
+    import argparse
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_help_names_every_command_and_each_command_has_its_own_help(capsys):
+    "Issue 68: `race --help` lists exactly the parser's commands (read from the parser, not a hand-kept list), and every command "
+    "and grid subcommand answers --help with its own usage line."
+    import re
+    from race_nb.cli import _parser, main
+    p = _parser()
+    cmds = _commands(p)
+    listed = re.search(r"\{([^}]*)\}", run("--help").stdout).group(1).split(",")
+    assert sorted(listed) == sorted(cmds) and len(cmds) >= 10, listed
+    for name in [*cmds, *(f"grid {n}" for n in _commands(cmds["grid"]))]:
+        with pytest.raises(SystemExit) as e: main([*name.split(), "--help"])
+        out = capsys.readouterr().out
+        assert e.value.code == 0 and out.startswith(f"usage: race {name}"), (name, out[:200])
+
+
+def test_tables_prints_the_truth_table_from_the_committed_copies(capsys):
+    "`race tables truth`: population 2's truth table from results/race-regimes2 (what results/race-forecast/README.md shows)."
+    from race_nb.cli import main
+    assert main(["tables", "truth"]) == 0
+    out = capsys.readouterr().out
+    assert "8 seeds: undetermined 3, high-update 3, low-update 4, equivalent 2" in out
 
 
 def test_diagnose_missing_runs_is_a_clear_error(tmp_path):

@@ -12,7 +12,7 @@ needs_data = pytest.mark.usefixtures("shared_data")
 
 @needs_data
 @pytest.mark.parametrize("name,split,n", [("gsm8k", "train", 7473), ("gsm8k", "test", 1319), ("math500", "test", 500)])
-def test_real_loaders(name, split, n):
+def test_gsm8k_and_math500_load_every_record_with_a_unique_id(name, split, n):
     recs = load_records(name, split, data_dir=SHARED)
     assert len(recs) == n and len({r["id"] for r in recs}) == n
     assert all(r["prompt"] and r["answer"] and r["solution"] for r in recs)
@@ -24,7 +24,7 @@ def test_gsm8k_gold_solutions_grade_correct():
     assert sum(grade(r["solution"], r["answer"], "gsm8k") for r in recs) == 1319
 
 
-def test_polaris_plain_jsonl(tmp_path):
+def test_a_polaris_file_in_its_plain_jsonl_format_loads(tmp_path):
     (tmp_path / "polaris").mkdir()
     rows = [{"problem": "Compute $1+1$.", "answer": "2"}, {"problem": "Half of 1?", "answer": "\\frac{1}{2}"}]
     (tmp_path / "polaris" / "part-0.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
@@ -45,7 +45,7 @@ def test_missing_data_says_what_and_where(tmp_path, monkeypatch):
         load_records("gsm8k", "validation", data_dir=tmp_path)
 
 
-def test_hub_refused_offline(tmp_path, monkeypatch):
+def test_a_hub_dataset_is_refused_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE"):
         load_records("gsm8k", "test", data_dir=tmp_path, hub=True)
@@ -77,7 +77,7 @@ def test_tokenizer_round_trip_and_reload(tmp_path):
         check_alphabet("Q: 3x4")
 
 
-def test_extraction_edge_cases():
+def test_answer_extraction_handles_empty_and_marked_answers():
     assert extract_answer("") is None and extract_answer(None) is None
     assert extract_answer("#### -12\nextra", task="arith") == "-12"  # the chains' format: the marker's line, wherever it is
     assert extract_answer("#### -12\nextra") is None  # math text: a #### line followed by more text is not the final answer

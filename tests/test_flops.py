@@ -56,7 +56,7 @@ def test_config_missing_field_names_it():
         ModelFlops.from_config(cfg)
 
 
-def test_ledger_bad_input():
+def test_the_ledger_refuses_bad_budgets_and_events():
     with pytest.raises(ValueError, match="budget must be a positive"):
         FlopsLedger(budget=-1)
     led = FlopsLedger()

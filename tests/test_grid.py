@@ -150,7 +150,7 @@ def test_failing_cell_is_recorded_and_others_finish(micro_runs):
     assert all(starts(c) == 1 for c in failed.cell)
 
 
-def test_submitit_local_executor(tmp_path):
+def test_the_slurm_executor_runs_through_submitits_local_cluster(tmp_path):
     root = run_grid(micro(tmp_path, "slurm", seeds="[0]", arms="[n8-m8]"), runs_root=tmp_path / "runs", executor="slurm", cluster="local",
                     resources={"time": 20})
     assert (grid_status(root).status == "done").all()
@@ -177,7 +177,7 @@ def test_bad_grid_fails_before_anything_is_written(tmp_path, text, msg):
 @pytest.mark.parametrize("name,n", [("demo", 12), ("tiny", 120), ("paper", 144), ("validation", 8), ("tiny-pilot", 60),
                                     ("race-pilot", 24), ("race-full", 72), ("size", 72),
                                     ("race-regimes-pilot", 48), ("race-regimes-full", 72)])
-def test_shipped_grids_validate(name, n):
+def test_every_shipped_grid_loads_with_its_cell_count(name, n):
     g = load_grid(project_root() / "grids" / f"{name}.yaml")
     assert len(g["cells"]) == n and len({c["id"] for c in g["cells"]}) == n
 

@@ -132,7 +132,7 @@ def test_gpu_check_refuses_to_pass_without_cuda():
     assert res.returncode == 2 and "no CUDA device" in res.stderr, res.stdout + res.stderr
 
 
-def test_gpu_check_smoke(tmp_path):
+def test_the_staged_gpu_check_runs_on_cpu_at_toy_shapes(tmp_path):
     "The staged GPU check on the CPU at toy shapes (what CI runs): each stage a subprocess writing its own JSON; S1 the worst "
     "cell's cycle with the memory marks per phase, S2 the random stream unchanged across an evaluation and a 2-cell grid stopped "
     "by a checkpoint request and resumed, S3 ledger = FlopCounterMode per component with the real-format PRM; it finds the "

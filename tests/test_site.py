@@ -87,7 +87,7 @@ def site(request):
     return request.getfixturevalue("site_build")[0]
 
 
-def test_site_in_chromium(site, tmp_path):
+def test_the_site_reads_and_navigates_in_chromium(site, tmp_path):
     shots = Path(os.environ.get("RACE_SITE_SHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     seen = visit_site(site, shots)
