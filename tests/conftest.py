@@ -1,5 +1,6 @@
 """Shared test settings (never touch the network, keep torch on the two CI cores) and the runs and site that several test files read."""
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -152,3 +153,19 @@ def site_build(report_runs, tmp_path_factory):
                           "--chapters", *SITE_CHAPTERS, "--workers", "2"], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     return out, res.stdout
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    "GSM8K and MATH-500 from the shared folder, and a small training file in Polaris-53K's format (problem, answer)."
+    require_data("gsm8k", "test.jsonl")
+    d = tmp_path_factory.mktemp("data")
+    for name in ("gsm8k", "math500"): (d / name).symlink_to(SHARED / name)
+    (d / "polaris").mkdir()
+    rows = [json.loads(l) for l in (SHARED / "math500" / "test.jsonl").read_text().splitlines()[:64]]
+    (d / "polaris" / "train.jsonl").write_text("".join(json.dumps(dict(problem=r["problem"], answer=r["answer"])) + "\n" for r in rows))
+    old = os.environ.get("RACE_DATA_DIR")
+    os.environ["RACE_DATA_DIR"] = str(d)
+    yield d
+    if old is None: os.environ.pop("RACE_DATA_DIR", None)
+    else: os.environ["RACE_DATA_DIR"] = old

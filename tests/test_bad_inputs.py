@@ -1,9 +1,18 @@
 """Every `race` command on a wrong folder or file answers with one line naming what is wrong, a non-zero exit, and writes nothing
 (issue 37): no traceback reaches the user. In-process (race_nb.cli.main), so the whole table costs seconds."""
-import json
+import json, subprocess, time
 
 import pandas as pd
 import pytest
+
+from race_nb.arm_flops import reward_model_flops
+from race_nb.build import build_trainer
+from race_nb.config import CellConfig
+from race_nb.grid import load_grid
+
+from helpers import DEAD, RACE, TOY
+
+
 import yaml
 
 from race_nb.cli import main
@@ -79,3 +88,45 @@ def test_full_side_grid_card_and_pilot_answer_bad_files(tmp_path, capsys):
         assert code != 0 and len(err.splitlines()) == 1 and err.startswith(f"race {argv[0]}: error:") and expect in err, (argv, err)
     assert not (tmp_path / "r").exists()
     print("\n".join(f"{c}: {e}" for c, e in table))
+
+
+def test_bad_input_is_refused_before_training(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="cannot score gsm8k, math500 text"):  # the tiny character-level judge on math
+        build_trainer(CellConfig(**{**TOY, "judge_settings": {}}, budget=1e12), tmp_path)
+    with pytest.raises(ValueError, match="cannot score gsm8k, polaris text"):
+        build_trainer(CellConfig(**{**TOY, "reward": "proxy_prm"}, budget=1e12), tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"/no/such/qwen \(from model_path of qwen2.5-1.5b\)"):
+        build_trainer(CellConfig(**{**TOY, "model_path": "/no/such/qwen"}, budget=1e12), tmp_path)
+    gpt2 = tmp_path / "gpt2"; gpt2.mkdir()
+    (gpt2 / "config.json").write_text(json.dumps(dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], n_embd=8)))
+    with pytest.raises(ValueError, match="cannot count model_type 'gpt2'"):
+        build_trainer(CellConfig(**{**TOY, "model": str(gpt2), "model_path": None}, budget=1e12), tmp_path)
+    with pytest.raises(RuntimeError, match="reward_settings.prm.path"):  # offline, an unknown hub PRM cannot be counted: say what to set
+        reward_model_flops("prm", dict(backend="hf", hub_id="someone/some-prm"))
+    with pytest.raises(ValueError, match="micro_batches=3 must divide"):
+        build_trainer(CellConfig(**TOY, micro_batches=3, budget=1e12), tmp_path)
+
+
+def test_preflight_refuses_a_model_that_does_not_load_before_any_cell(data_dir, tmp_path):
+    "Issue 52: a grid whose judge path is missing (or whose PRM folder holds a broken config) is refused within a minute, before "
+    "any cell starts, in one line naming the grid key and the path; a real local folder passes."
+    from race_nb.grid import preflight
+    from race_nb.models import resolve_path
+    judge = resolve_path("toy:judge")  # a real local checkpoint folder
+    broken = tmp_path / "broken-prm"; broken.mkdir(); (broken / "config.json").write_text("{not json")
+    cases = {"nojudge": ("{backend: hf, path: toy:qwen-prm}", f"{{backend: hf, path: {tmp_path / 'no-such-judge'}}}",
+                         f"fixed.judge_settings.path: the judge cannot be loaded from {tmp_path / 'no-such-judge'}: no such folder"),
+             "badprm": (f"{{backend: hf, path: {broken}}}", f"{{backend: hf, path: {judge}}}",
+                        f"fixed.reward_settings.prm.path: the prm reward model cannot be loaded from {broken}: ")}
+    for name, (prm, jud, want) in cases.items():
+        grid = tmp_path / f"{name}.yaml"
+        grid.write_text(DEAD.format(name=name, extra="").replace('  prm: {backend: hf, path: "toy:qwen-prm"}', f"  prm: {prm}").replace('judge_settings: {backend: hf, path: "toy:judge"}', f"judge_settings: {jud}"))
+        t0 = time.time()
+        res = subprocess.run([RACE, "grid", "run", str(grid), "--runs", str(tmp_path / "runs"), "--min-cycles", "0"], capture_output=True, text=True, timeout=120)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0 and want in out and "nothing was run" in out, out[-2000:]
+        assert time.time() - t0 < 60 and not (tmp_path / "runs" / name).exists(), out[-2000:]  # refused before any cell folder
+    grid = tmp_path / "good.yaml"
+    grid.write_text(DEAD.format(name="good", extra="").replace('judge_settings: {backend: hf, path: "toy:judge"}', f"judge_settings: {{backend: hf, path: {judge}}}"))
+    checked = preflight(load_grid(grid))
+    assert [m["key"] for m in checked] == ["fixed.judge_settings.path"], checked  # toy: references are built here, not checked

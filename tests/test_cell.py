@@ -1,11 +1,18 @@
 """One GRPO cell: determinism, arm errors, budget errors, realised rho of the arm table."""
+import json
+
 import pytest
 
-from race_nb.cell import run_cell
-from race_nb.arm_flops import arm_for_rho, policy_flops, predict_rho, reward_model_flops
-from race_nb.config import ARMS
+from race_nb.arm_flops import reward_model_flops
 from race_nb.build import build_trainer
 from race_nb.config import Arm, CellConfig
+
+from helpers import TOY
+
+
+from race_nb.cell import run_cell
+from race_nb.arm_flops import arm_for_rho, policy_flops, predict_rho
+from race_nb.config import ARMS
 
 VOLATILE = ("train_seconds", "eval_seconds", "versions", "config")
 
@@ -52,3 +59,31 @@ def test_fast_generation_is_the_same_run(tmp_path):
                       [h["reward"] for h in tr.state.log_history if "reward" in h])
     assert runs[False][0] == runs[True][0]
     assert runs[False][1] == pytest.approx(runs[True][1], abs=1e-6)
+
+
+def test_training_leaves_nothing_resident_before_evaluation(data_dir, tmp_path):
+    "The trainer and the hf PRM it scored with are gone once train_cell returns; evaluation loads one scorer at a time and drops it."
+    import gc, weakref
+    from race_nb import build as bd, cell
+    from race_nb.rewards import prm
+    built, scorers = {}, []
+    orig_build, orig_scorer = bd.build_trainer, prm.hf_scorer  # the cell looks its trainer up in race_nb.build
+    def build(*a, **k):
+        tr = orig_build(*a, **k); built["trainer"] = weakref.ref(tr); return tr
+    def scorer(*a, **k):
+        s = orig_scorer(*a, **k); scorers.append(weakref.ref(s.model)); return s
+    bd.build_trainer, prm.hf_scorer = build, scorer
+    try:
+        cfg = CellConfig(**{**TOY, "reward": "prm", "reward_settings": dict(backend="hf", path="toy:qwen-prm", require_answer=False),
+                            "prompts_per_step": 4, "n_eval": 4, "eval_max_new_tokens": 8, "budget": 6e10})  # 3+ cycles: what stays resident does not depend on how many (was 2e11)
+        trained = cell.train_cell(cfg, tmp_path / "cell")
+        gc.collect()
+        assert built["trainer"]() is None and scorers and all(r() is None for r in scorers)
+        assert not prm._HF_SCORERS
+        n_train = len(scorers)
+        cell.finish_cell(cfg, trained, tmp_path / "cell")
+        gc.collect()
+        assert len(scorers) > n_train and all(r() is None for r in scorers) and not prm._HF_SCORERS  # PRM and judge dropped after scoring
+    finally:
+        bd.build_trainer, prm.hf_scorer = orig_build, orig_scorer
+    assert json.loads((tmp_path / "cell" / "metrics.json").read_text())["flops_reward"] > 0

@@ -1,36 +1,25 @@
-"""Checkpoints, resume and the two-stage cell on the local executor: kill -9 mid-training, a failed evaluation, resources and bad schedules."""
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
+"""Checkpoints, resume and the two-stage cell on the local executor: kill -9 mid-training, a failed evaluation, a stop inside a generation cycle."""
+import json, os, signal, subprocess, time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from race_nb.grid import GridError, check_schedule, grid_status, load_grid, plan_grid, run_grid
+from race_nb.build import build_trainer
+from race_nb.config import CellConfig
+from race_nb.grid import grid_status, run_grid
+
+from helpers import RACE, grid
+
+
+
 
 pytestmark = pytest.mark.xdist_group('resume')  # its tests share an expensive fixture: one pytest-xdist worker runs them all
 
-RACE = str(Path(sys.executable).with_name("race"))
-CELL = """name: {name}
-fixed: {{n_eval: 10, eval_max_new_tokens: 32, prompts_per_step: 4}}
-axes:
-  model: [tiny-s]
-  arm: [n8-m8-mu2]
-budgets: [{budget}]
-seeds: [0]
-{extra}"""
 TARGETS = ("pass1_id", "pass1_ood", "native_reward", "judge")
 LEDGER_COLS = ["step", "component", "phase", "tokens", "useful_tokens", "flops", "useful_flops"]  # all but wall-clock times
 
 
-def grid(tmp_path, name, budget="6.0e10", extra="checkpoint: {steps: 4}\n"):
-    p = tmp_path / f"{name}.yaml"
-    p.write_text(CELL.format(name=name, budget=budget, extra=extra))
-    return p
 
 
 def only_cell(root: Path) -> Path:
@@ -150,56 +139,12 @@ def test_failed_evaluation_keeps_training_and_retries_only_evaluation(tmp_path, 
     same_run(reference, cell)
 
 
-def test_local_workers_are_pinned_one_gpu_each(tmp_path, monkeypatch):
-    "With GPUs visible, the default is one worker per GPU and each cell's kernel sees only its own (CUDA_VISIBLE_DEVICES; here on CPU, by id only)."
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    p = tmp_path / "pin.yaml"
-    p.write_text(CELL.format(name="pin", budget="3.0e10", extra="").replace("seeds: [0]", "seeds: [0, 1]"))
-    root = run_grid(p, runs_root=tmp_path / "runs")
-    seen = sorted(json.loads((d / "status.json").read_text())["gpus_visible"] for d in root.iterdir() if d.is_dir())
-    assert seen == ["3", "5"], seen
-    with pytest.raises(GridError, match="use --workers 2"):
-        run_grid(p, runs_root=tmp_path / "runs2", workers=3)
 
 
-@pytest.mark.parametrize("extra,msg", [
-    ("resources: {gpu: 1}\n", r"resources.gpu: unknown resource; valid: gpus"),
-    ("resources: {time: soon}\n", "is not minutes, MM:SS"),
-    ("resources: {by: {model: {tiny-xl: {gpus: 2}}}}\n", "not one of the grid's model values"),
-    ("resources: {by: {lr: {1: {gpus: 2}}}}\n", "not a parameter of this grid"),
-    ("checkpoint: {every: 3}\n", "checkpoint.every: unknown key"),
-])
-def test_bad_resources_are_refused_with_their_line(tmp_path, extra, msg):
-    with pytest.raises(GridError, match=msg):
-        load_grid(grid(tmp_path, "bad", extra=extra))
 
 
-@pytest.mark.parametrize("extra,msg", [
-    ("resources: {time: 1}\n", "leaves no time before Slurm's 90 s warning"),
-    ("resources: {time: 20}\ncheckpoint: {minutes: 30}\n", "checkpoint.minutes: 30 min does not fit"),
-    ("resources: {time: 20}\ncheckpoint: false\n", None),  # fits in one allocation: no checkpoints needed
-])
-def test_schedules_that_cannot_finish_are_refused_before_submission(tmp_path, extra, msg):
-    g = load_grid(grid(tmp_path, "sched", extra=extra))
-    plan = plan_grid(g)
-    if msg is None: check_schedule(g, plan); return
-    with pytest.raises(GridError, match=msg): check_schedule(g, plan)
-    res = subprocess.run([RACE, "grid", "run", str(grid(tmp_path, "sched", extra=extra)), "--executor", "slurm", "--cluster", "local", "--runs", str(tmp_path / "runs")],
-                         capture_output=True, text=True)
-    assert res.returncode == 1 and msg.split(":")[-1].strip() in res.stderr and not (tmp_path / "runs").exists(), res.stderr
 
 
-def test_a_cell_longer_than_its_limit_needs_checkpoints_or_enough_requeues(tmp_path):
-    "At a given rate, a cell estimated at more than its time limit is refused without checkpoints, and needs requeues with them."
-    g = load_grid(grid(tmp_path, "long", budget="6.0e10", extra="resources: {time: 2, signal_delay: 30, max_requeues: 1}\ncheckpoint: false\n"))
-    slow = 1e8  # a rate given (race grid plan --rate): 6e10 FLOPs at 1e8 FLOP/s: 10 minutes
-    plan = plan_grid(g, rate=slow)
-    assert plan.est_minutes.iloc[0] == pytest.approx(10) and plan.allocations.iloc[0] == float("inf")
-    with pytest.raises(GridError, match="checkpoint: false` leaves it nothing to resume from"): check_schedule(g, plan)
-    g = load_grid(grid(tmp_path, "long", budget="6.0e10", extra="resources: {time: 2, signal_delay: 30, max_requeues: 1}\ncheckpoint: {minutes: 1}\n"))
-    plan = plan_grid(g, rate=slow)
-    assert plan.allocations.iloc[0] == 7  # 10 min in allocations of 2 min less the 30 s warning
-    with pytest.raises(GridError, match="needs 7 allocations of 2 min, more than resources.max_requeues"): check_schedule(g, plan)
 
 
 @pytest.mark.xdist_group("midcycle")  # in-process trainers: any worker may take it
@@ -207,9 +152,7 @@ def test_a_stop_inside_a_generation_cycle_checkpoints_there_and_resumes_the_cycl
     "Issue 52: a stop request inside a mu=2 cycle (step 1 of 4) checkpoints at that optimizer step with trl's rollout buffer; the resumed run trains the rest of the cycle on the same rollouts and ends equal to an uninterrupted run (ledger, LoRA weights). Without the buffer the resume would generate again."
     import torch
     from transformers import TrainerCallback
-    from race_nb.build import build_trainer
     from race_nb.checkpoint import ROLLOUT_BUFFER, CellInterrupted, CheckpointCallback
-    from race_nb.config import CellConfig
     cfg = CellConfig(model="tiny-s", reward="sparse", arm="n8-m8-mu2", budget=1e15, max_steps=4, prompts_per_step=4, seed=0)
 
     class Ask(TrainerCallback):  # a stop request (as Slurm's warning gives one) at the end of step 1: inside the first cycle
