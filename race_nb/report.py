@@ -430,7 +430,7 @@ def run_notebooks(jobs: dict, # name -> (notebook, executed copy, parameters, wo
                   workers: int | None = None, # notebooks executed at once (default: the cores, at most the jobs)
                   desc: str = "notebooks", # progress bar label
                  ) -> dict[str, str]:
-    "Execute independent notebooks in parallel processes (`core.run_notebook`), all of them even when some fail; return name -> what failed (the exception and, from papermill, the cell)."
+    "Execute independent notebooks in parallel processes (`kernels.run_notebook`), all of them even when some fail; return name -> what failed (the exception and, from papermill, the cell)."
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from tqdm import tqdm
     from race_nb.kernels import run_notebook

@@ -31,7 +31,7 @@ def plan_grid(grid, # grid YAML path or a `load_grid` result
               prompt_len: int | None = None, # padded prompt tokens (None: 16 for arith, 256 otherwise)
               rate: float | None = None, # FLOP/s a cell sustains, as you measured it: GPU time from it instead of the roofline
               resources: dict | None = None, # resource overrides (`race grid run --resources`)
-              gpu: str | None = None, # the GPU the roofline prices (race_nb.roofline.GPUS; None: each cell's resources.gpu_type where known, else H100)
+              gpu: str | None = None, # the GPU the roofline prices (race_nb.gpus.GPUS; None: each cell's resources.gpu_type where known, else H100)
               runs_root="runs", # where the grid's runs are: a cell that has run is priced at its own completion lengths
              ) -> "pd.DataFrame":
     """One row per cell: what its budget buys (cycles, optimizer steps, rollouts, generated and trained tokens), its GPU-hours

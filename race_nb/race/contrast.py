@@ -21,7 +21,7 @@ __all__ = ['REGIMES', 'EQUIVALENCE_MARGIN', 'TRUTH_LABELS', 'Thresholds', 'rho_p
 class Thresholds:
     "Documented, adjustable thresholds of the regime call."
     rho_split: float = 0.5 # best rho at or above: update-heavy; below: search-heavy
-    reward_share: float = 0.25 # reward FLOP share at the best arm that makes feedback cost a driver
+    reward_share: float = 0.25 # reward FLOP share that makes feedback cost a driver: the fitted regime reads it at the arm nearest the best rho (race.fits), the pilot's reward_heavy as the mean over every cell of the configuration
     min_shift: float = 0.05 # how much lower than the rule-based sibling the optimum must be
     n_boot: int = 200 # bootstrap resamples (fit regimes)
     seed: int = 0 # bootstrap seed
