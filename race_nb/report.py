@@ -15,10 +15,10 @@ from .ledger import BUDGET_COMPONENTS
 from .render import render_fallback, render_quarto
 
 # %% auto #0
-__all__ = ['COLORS', 'PER_CELL_BARS', 'REWARD_COLORS', 'CALL_COLORS', 'CURVE_KEYS', 'COUPLING_WORDS', 'GRID_MENU', 'PAGE_PRELOAD',
-           'USER_PAGES', 'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys',
-           'frontier_table', 'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'config_label', 'calls_table',
-           'plot_forest', 'plot_contrasts', 'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget',
+__all__ = ['COLORS', 'PER_CELL_BARS', 'REWARD_COLORS', 'CALL_COLORS', 'CURVE_KEYS', 'GRID_MENU', 'PAGE_PRELOAD', 'USER_PAGES',
+           'load_results', 'load_ledgers', 'label', 'grid_card', 'plot_compute', 'frontier_keys', 'frontier_table',
+           'frontier_pivot', 'plot_frontiers', 'plot_pilot_vs_full', 'config_label', 'calls_table', 'plot_forest',
+           'plot_contrasts', 'grid_axes', 'learning_curves', 'plot_learning_curves', 'plot_size_budget',
            'shift_summary', 'plot_shift', 'coupling_table', 'report_pages', 'grid_label', 'report_nav', 'user_grid',
            'run_notebooks', 'execute_report', 'pick_renderer', 'render_report']
 
@@ -375,7 +375,6 @@ def plot_shift(per: pd.DataFrame, ax=None):
     ax.figure.tight_layout()
     return ax.figure
 
-COUPLING_WORDS = {"larger wins": "larger better", "smaller wins": "smaller better", "no difference shown": "inconclusive (the interval holds 0)"} # the size verdicts in the claims' vocabulary
 
 def coupling_table(coupling: pd.DataFrame) -> pd.DataFrame:
     "`race.size_coupling` as people read it: per reward, budget and size pair, each size's best arm and value, larger minus smaller with its 95% interval, the verdict."
@@ -385,7 +384,7 @@ def coupling_table(coupling: pd.DataFrame) -> pd.DataFrame:
                          "sizes": coupling.smaller + " -> " + coupling.larger, "best arms": coupling.smaller_arm + " -> " + coupling.larger_arm,
                          "best pass@1": [f"{a:.3f} -> {b:.3f}" for a, b in zip(coupling.smaller_best, coupling.larger_best)],
                          "larger minus smaller (95%)": [interval_text(*v, digits=3, sign=True) for v in zip(coupling.larger_minus_smaller, coupling.lo, coupling.hi)],
-                         "verdict": coupling.verdict.map(lambda v: COUPLING_WORDS.get(v, v))})
+                         "verdict": coupling.verdict})
 
 # %% ../nbs/09_report.ipynb #493f62cf
 GRID_MENU = "This grid" # the menu of a grid's own report pages (under grid/ in `_quarto.yml`)

@@ -227,5 +227,5 @@ def size_coupling(results: pd.DataFrame, target: str = "pass1_id", per_prompt: p
                              smaller_best=g_s[target].mean(), larger_best=g_l[target].mean(), smaller_gain=g_s[target].mean() - w_s,
                              larger_gain=g_l[target].mean() - w_l, larger_minus_smaller=est, lo=lo, hi=hi,
                              verdict="one seed: no interval" if not np.isfinite(lo) else "seeds agree exactly: no interval" if hi - lo <= 1e-12 else
-                             "larger wins" if lo > 0 else "smaller wins" if hi < 0 else "no difference shown"))
+                             "larger better" if lo > 0 else "smaller better" if hi < 0 else "inconclusive (the interval holds 0)"))  # the claims' vocabulary
     return pd.DataFrame(rows)
