@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_flops.ipynb #fc64df03
 from __future__ import annotations
-import json, re
+import json, math, re
 from dataclasses import dataclass
 from pathlib import Path
 import pandas as pd
@@ -12,16 +12,17 @@ from fastcore.basics import patch
 from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
-__all__ = ['ATTN', 'MLP', 'LINEARS', 'REQUIRED_FIELDS', 'SUPPORTED_MODEL_TYPES', 'CHECKS', 'TINY_CHECK_CONFIGS',
-           'shipped_configs', 'load_config', 'check_architecture', 'LoraSpec', 'ModelFlops', 'per_token_table',
-           'flop_counter', 'count_flops', 'validate_flops']
+__all__ = ['ATTN', 'MLP', 'LINEARS', 'FUSED', 'ALL_LINEARS', 'REQUIRED_FIELDS', 'FAMILIES', 'SUPPORTED_MODEL_TYPES', 'CHECKS',
+           'TINY_CHECK_CONFIGS', 'shipped_configs', 'load_config', 'Family', 'check_architecture', 'Experts',
+           'LoraSpec', 'ModelFlops', 'per_token_table', 'flop_counter', 'count_flops', 'check_lora', 'validate_flops']
 
 # %% ../nbs/01_flops.ipynb #abfdfb4d
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
 LINEARS = ATTN + MLP
+FUSED = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj") # phi3's linear layers: q/k/v in one product, gate and up in one
+ALL_LINEARS = LINEARS + ("qkv_proj", "gate_up_proj", "shared_expert_gate") # every name a LoRA target can have in a counted family
 REQUIRED_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-SUPPORTED_MODEL_TYPES = ("qwen2", "llama") # decoders whose every matrix product the formulas below count
 
 # %% ../nbs/01_flops.ipynb #0b81eb0e
 def shipped_configs() -> list[str]:
@@ -43,15 +44,79 @@ def load_config(config) -> dict:
     raise TypeError(f"cannot read a model config from {type(config).__name__}")
 
 # %% ../nbs/01_flops.ipynb #c4a86c7c
+@dataclass(frozen=True)
+class Family:
+    "How one model type departs from the Qwen2 decoder the formulas count, each departure read from a config field."
+    fused: bool = False # q/k/v in one `qkv_proj`, gate and up in one `gate_up_proj` (phi3): the same products, other LoRA targets
+    qkv_bias: bool = False # q/k/v biases always (qwen2); otherwise `attention_bias` puts one on q, k, v and o. Parameters only
+    qk_norm: str = "" # RMSNorm of queries and keys: "head" (a weight of head_dim), "all" (over every head). Parameters only
+    norms: int = 2 # RMSNorms per decoder layer. Parameters only
+    post_norm: bool = False # a norm after the MLP, which saves the down projection's output: gradient checkpointing reruns it
+    window: str = "" # which layers attend within `sliding_window` when the config has no `layer_types`: "all", "upper" (`use_sliding_window`: from `max_window_layers` on), "even" (layers 0, 2, ...), "pattern" (all but every `sliding_window_pattern`-th)
+    experts: str = "" # mixture of experts: "qwen" (`num_experts` of `moe_intermediate_size`, a shared expert of `shared_expert_intermediate_size`, `decoder_sparse_step`, `mlp_only_layers`), "mixtral" (`num_local_experts` of `intermediate_size`)
+    note: str = "" # what else differs, at no FLOPs (elementwise work FlopCounterMode does not count)
+
+FAMILIES = {
+    "qwen2": Family(qkv_bias=True, window="upper", note="the reference: gated MLP, rotary attention, grouped KV heads"),
+    "qwen2_moe": Family(qkv_bias=True, window="upper", experts="qwen", note="a sigmoid-gated shared expert beside the routed ones"),
+    "qwen3": Family(qk_norm="head", window="upper", note="head_dim apart from hidden / heads"),
+    "qwen3_moe": Family(qk_norm="head", window="upper", experts="qwen", note="no shared expert"),
+    "llama": Family(note="Llama 3.x `rope_scaling` changes the rotary angles only"),
+    "mistral": Family(window="all"),
+    "mixtral": Family(window="all", experts="mixtral"),
+    "gemma": Family(note="embeddings scaled by sqrt(d); head_dim apart from hidden / heads"),
+    "gemma2": Family(norms=4, post_norm=True, window="even", note="tanh soft-capping of attention scores and logits"),
+    "gemma3_text": Family(norms=4, post_norm=True, qk_norm="head", window="pattern", note="local and global rotary bases"),
+    "olmo2": Family(qk_norm="all", post_norm=True, note="norms after attention and the MLP, not before"),
+    "phi3": Family(fused=True, window="all", note="partial rotary embedding"),
+}
+SUPPORTED_MODEL_TYPES = tuple(FAMILIES) # decoders whose every matrix product the formulas below count
+
 def check_architecture(config: dict) -> dict:
-    "Return `config` when the ledger can count its architecture; otherwise raise a `ValueError` naming what it cannot."
+    "Return `config` when the ledger can count its architecture; otherwise raise a `ValueError` naming what it cannot, and how to add it."
     mt, arch = config.get("model_type"), ", ".join(config.get("architectures") or []) or "no architectures field"
-    if mt is not None and mt not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"the FLOPs ledger cannot count model_type {mt!r} ({arch}); supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
-    for key, what in (("num_experts", "mixture-of-experts"), ("num_local_experts", "mixture-of-experts"),
-                      ("use_sliding_window", "sliding-window attention")):
-        if config.get(key): raise ValueError(f"the FLOPs ledger cannot count {what} ({key}={config[key]!r} in a {mt} config)")
+    if mt is not None and mt not in FAMILIES:
+        sub = " (a multimodal config: count its language model, `text_config`)" if config.get("text_config") else ""
+        raise ValueError(f"the FLOPs ledger cannot count model_type {mt!r} ({arch}){sub}; supported: {', '.join(FAMILIES)}. "
+                         "To add a decoder-only family, state how it departs from qwen2 as a `Family` in race_nb.flops.FAMILIES "
+                         "and add a small config of it to TINY_CHECK_CONFIGS, whose check against FlopCounterMode must pass")
+    fam = FAMILIES.get(mt, Family())
+    moe = [k for k in ("num_experts", "num_local_experts") if config.get(k)]
+    if moe and not fam.experts: raise ValueError(f"the FLOPs ledger cannot count a mixture of experts in a {mt} config ({moe[0]}={config[moe[0]]!r})")
     return config
+
+# %% ../nbs/01_flops.ipynb #f3dc59bb
+@dataclass(frozen=True)
+class Experts:
+    "The mixture-of-experts MLP of a decoder: routed experts, the router, a shared expert."
+    n: int # routed experts E
+    top_k: int # experts each token is routed to, k
+    width: int # intermediate size of one expert
+    shared: int = 0 # intermediate size of the shared expert (0: none)
+    sparse: tuple = () # per layer: True where the MLP is the mixture, False where it is a dense MLP of `intermediate`
+
+def _experts(c: dict, fam: Family, layers: int) -> Experts | None:
+    "The config's mixture of experts, in the fields its family names."
+    if fam.experts == "mixtral":
+        return Experts(int(c["num_local_experts"]), int(c["num_experts_per_tok"]), int(c["intermediate_size"]), 0, (True,) * layers)
+    n = c.get("num_experts") or c.get("num_local_experts")  # the hub's configs say num_experts, transformers 5 writes num_local_experts
+    if fam.experts == "qwen" and n:
+        step, dense = int(c.get("decoder_sparse_step") or 1), set(c.get("mlp_only_layers") or ())
+        return Experts(int(n), int(c["num_experts_per_tok"]), int(c["moe_intermediate_size"]),
+                       int(c.get("shared_expert_intermediate_size") or 0), tuple(i not in dense and (i + 1) % step == 0 for i in range(layers)))
+    return None
+
+def _windows(c: dict, fam: Family, layers: int) -> tuple:
+    "Per layer, the sliding window its attention keeps in the KV cache (0: the whole context), from `layer_types` or the family's rule."
+    w = int(c.get("sliding_window") or 0)
+    types = c.get("layer_types")
+    if types: sliding = [t == "sliding_attention" for t in types]
+    elif fam.window == "all": sliding = [True] * layers
+    elif fam.window == "upper": sliding = [bool(c.get("use_sliding_window")) and i >= int(c.get("max_window_layers") or 0) for i in range(layers)]
+    elif fam.window == "even": sliding = [i % 2 == 0 for i in range(layers)]
+    elif fam.window == "pattern": sliding = [(i + 1) % int(c.get("sliding_window_pattern") or 6) != 0 for i in range(layers)]
+    else: sliding = [False] * layers
+    return tuple(w if s and w else 0 for s in sliding) if w and any(sliding) else ()
 
 # %% ../nbs/01_flops.ipynb #3661f22b
 @dataclass(frozen=True)
@@ -62,91 +127,133 @@ class LoraSpec:
 
     def __post_init__(self):
         check_positive("LoRA rank r", self.r, integer=True)
-        bad = [t for t in self.target_modules if t not in LINEARS]
-        if bad: raise ValueError(f"unknown LoRA target {bad}; valid: {', '.join(LINEARS)}")
+        bad = [t for t in self.target_modules if t not in ALL_LINEARS]
+        if bad: raise ValueError(f"unknown LoRA target {bad}; valid: {', '.join(ALL_LINEARS)}")
         if not self.target_modules: raise ValueError("a LoRA adapter needs at least one target module")
 
     @classmethod
-    def from_any(cls, lora) -> LoraSpec | None:
+    def from_any(cls, lora, names: tuple = LINEARS, # the linear layers of the model it adapts (`all-linear` and patterns select among them)
+                ) -> LoraSpec | None:
         "Convert a peft `LoraConfig`, a dict (`r`, `target_modules`) or a `LoraSpec`."
         if lora is None or isinstance(lora, cls): return lora
         get = (lambda k, d=None: lora.get(k, d)) if isinstance(lora, dict) else (lambda k, d=None: getattr(lora, k, d))
         if get("use_dora", False): raise ValueError("DoRA adapters are not supported by the FLOPs model")
+        if get("target_parameters"): raise ValueError(f"LoRA on parameters (target_parameters={get('target_parameters')!r}, e.g. an MoE's "
+                                                      "expert tensors) is not counted by the FLOPs model; target linear layers")
         if get("r") is None: raise ValueError("LoRA spec needs a rank `r`")
-        return cls(int(get("r")), _match_targets(get("target_modules")))
+        return cls(int(get("r")), _match_targets(get("target_modules"), names))
 
 # %% ../nbs/01_flops.ipynb #e417cbc7
-def _match_targets(targets) -> tuple:
-    "The linear layers a peft `target_modules` value selects."
-    if targets is None: return ("q_proj", "v_proj")
+def _match_targets(targets, names: tuple = LINEARS) -> tuple:
+    "The linear layers among `names` a peft `target_modules` value selects."
+    if targets is None: return ("qkv_proj",) if "qkv_proj" in names else ("q_proj", "v_proj")  # peft's defaults
     if isinstance(targets, str):
-        if targets == "all-linear": return LINEARS
-        full = {n: f"model.layers.0.{'self_attn' if n in ATTN else 'mlp'}.{n}" for n in LINEARS}
-        return tuple(n for n in LINEARS if re.fullmatch(targets, full[n]))
+        if targets == "all-linear": return names
+        where = lambda n: "self_attn" if n in ATTN or n == "qkv_proj" else "mlp"
+        return tuple(n for n in names if re.fullmatch(targets, f"model.layers.0.{where(n)}.{n}"))
     targets = set(targets)
-    return tuple(n for n in LINEARS if any(n == t or t.endswith("." + n) for t in targets))
+    return tuple(n for n in names if any(n == t or t.endswith("." + n) for t in targets))
 
 # %% ../nbs/01_flops.ipynb #9e8628ba
 @dataclass(frozen=True)
 class ModelFlops:
-    "Analytic FLOPs of a Qwen2/Llama-family decoder, optionally with a LoRA adapter."
+    "Analytic FLOPs of a decoder-only transformer of any family in `FAMILIES`, optionally with a LoRA adapter."
     hidden: int # hidden size d
     layers: int # number of decoder layers L
     heads: int # query heads H
     kv_heads: int # key/value heads K
     head_dim: int # width h of one head
-    intermediate: int # MLP intermediate size I
+    intermediate: int # dense MLP intermediate size I
     vocab: int # vocabulary size V
     tied: bool = False # tied input/output embeddings (no FLOP difference; kept for parameter counts)
     head: str = "lm" # output head: "lm" (vocabulary), "score" (classifier), "prm" (two-layer PRM head)
     num_labels: int = 2 # outputs of a "score" or "prm" head
-    attn_bias: bool = True # q/k/v biases (Qwen2); parameter count only
+    attn_bias: bool = True # attention biases (q/k/v in qwen2; q/k/v/o elsewhere); parameter count only
     lora: LoraSpec | None = None # adapter, None for a plain model
+    family: str = "qwen2" # model_type: how it departs from qwen2, in FAMILIES
+    windows: tuple = () # per layer, the sliding window of its KV cache (0: the whole context); () when no layer slides
+    experts: Experts | None = None # the mixture of experts, None for a dense MLP
+
+    def __post_init__(self):
+        fam = FAMILIES[check_choice("family", self.family, tuple(FAMILIES))]
+        if self.lora is not None:
+            names = {n for i in range(self.layers) for n in self._dims(i)}
+            bad = [t for t in self.lora.target_modules if t not in names]
+            if bad: raise ValueError(f"a {self.family} model has no {', '.join(bad)} to adapt; its LoRA targets: {', '.join(sorted(names))}"
+                                     + (" (q/k/v and gate/up are fused)" if fam.fused else ""))
 
     @classmethod
     def from_config(cls, config, # transformers config, dict, JSON path, model folder or shipped name
                     lora=None, # peft `LoraConfig`, dict or `LoraSpec`; None for full fine-tuning
                     head: str | None = None, # "lm", "score" or "prm"; inferred from `architectures` when None
                    ) -> ModelFlops:
-        "Build from a transformers config of the Qwen2/Llama family."
+        "Build from a transformers config of a family in `FAMILIES`."
         c = check_architecture(load_config(config))
         missing = [k for k in REQUIRED_FIELDS if c.get(k) is None]
         if missing: raise ValueError(f"model config is missing {', '.join(missing)} (needed to count FLOPs)")
-        H = int(c["num_attention_heads"])
+        mt = c.get("model_type") or "qwen2"
+        fam, H, L = FAMILIES[mt], int(c["num_attention_heads"]), int(c["num_hidden_layers"])
         hd = c.get("head_dim") or c["hidden_size"] // H
         arch = " ".join(c.get("architectures") or [])
         if head is None:
             head = ("prm" if "ProcessRewardModel" in arch else
                     "score" if re.search("ForSequenceClassification|ForTokenClassification", arch) else "lm")
         check_choice("head", head, ("lm", "score", "prm"))
-        return cls(hidden=int(c["hidden_size"]), layers=int(c["num_hidden_layers"]), heads=H,
+        return cls(hidden=int(c["hidden_size"]), layers=L, heads=H,
                    kv_heads=int(c.get("num_key_value_heads") or H), head_dim=int(hd),
                    intermediate=int(c["intermediate_size"]), vocab=int(c["vocab_size"]),
                    tied=bool(c.get("tie_word_embeddings", False)), head=head,
                    num_labels=int(c.get("num_labels") or len(c.get("id2label") or {}) or 2),
-                   attn_bias=bool(c.get("attention_bias", c.get("model_type") == "qwen2")),
-                   lora=LoraSpec.from_any(lora))
+                   attn_bias=bool(fam.qkv_bias or c.get("attention_bias")),
+                   lora=LoraSpec.from_any(lora, _family_linears(fam, _experts(c, fam, L) is not None)),
+                   family=mt, windows=_windows(c, fam, L), experts=_experts(c, fam, L))
 
 # %% ../nbs/01_flops.ipynb #23c2af87
-@patch
-def _dims(self: ModelFlops) -> dict:
-    "Input and output width of each linear layer."
-    d, q, kv, i = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate
-    return dict(q_proj=(d, q), k_proj=(d, kv), v_proj=(d, kv), o_proj=(q, d), gate_proj=(d, i), up_proj=(d, i), down_proj=(i, d))
+def _family_linears(fam: Family, moe: bool = False) -> tuple:
+    "The linear layers a LoRA adapter can target in a family's decoder layer (a mixture's shared expert and dense layers included)."
+    names = FUSED if fam.fused else LINEARS
+    return names + (("shared_expert_gate",) if moe and fam.experts == "qwen" else ())
 
-# %% ../nbs/01_flops.ipynb #49513814
 @patch
-def _lora_fwd(self: ModelFlops, name: str) -> float:
-    "Forward FLOPs per token of the adapter on one linear layer (0 when not targeted)."
-    if self.lora is None or name not in self.lora.target_modules: return 0.
-    a, b = self._dims()[name]
-    return 2. * self.lora.r * (a + b)
+def _branches(self: ModelFlops, i: int) -> tuple:
+    """Layer `i`'s linear products as autograd meets them: (attention inputs, output projection, MLP branches), each product
+    (name, in width, out width, products per token, LoRA-targetable), each MLP branch (its input products, its output product or None)."""
+    d, q, kv, I, fam = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate, FAMILIES[self.family]
+    attn = [("qkv_proj", d, q + 2 * kv, 1, True)] if fam.fused else [("q_proj", d, q, 1, True), ("k_proj", d, kv, 1, True), ("v_proj", d, kv, 1, True)]
+    e = self.experts
+    def mlp(width):  # a gated MLP as a branch
+        ins = [("gate_up_proj", d, 2 * width, 1, True)] if fam.fused else [("gate_proj", d, width, 1, True), ("up_proj", d, width, 1, True)]
+        return (ins, ("down_proj", width, d, 1, True))
+    if e is None or not e.sparse[i]: branches = [mlp(I)]
+    else:
+        branches = [([("router", d, e.n, 1, False)], None),
+                    ([("experts.gate_up", d, 2 * e.width, e.top_k, False)], ("experts.down", e.width, d, e.top_k, False))]
+        if e.shared: branches += [mlp(e.shared), ([("shared_expert_gate", d, 1, 1, True)], None)]
+    return attn, ("o_proj", q, d, 1, True), branches
+
+@patch
+def _linears(self: ModelFlops, i: int) -> list:
+    "Every linear product of layer `i`, (name, in, out, per token, targetable)."
+    attn, o, branches = self._branches(i)
+    return attn + [o] + [l for ins, out in branches for l in ins + ([out] if out else [])]
+
+@patch
+def _dims(self: ModelFlops, i: int = 0) -> dict:
+    "Input and output width of each LoRA-targetable linear layer of layer `i`."
+    return {n: (a, b) for n, a, b, _, t in self._linears(i) if t}
 
 # %% ../nbs/01_flops.ipynb #cfdb821c
 @patch
+def _lora_fwd(self: ModelFlops, name: str, i: int = 0) -> float:
+    "Forward FLOPs per token of the adapter on one linear layer of layer `i` (0 when not targeted)."
+    if self.lora is None or name not in self.lora.target_modules or name not in self._dims(i): return 0.
+    a, b = self._dims(i)[name]
+    return 2. * self.lora.r * (a + b)
+
+@patch
 def _linear_per_token(self: ModelFlops, adapter: bool = True) -> float:
-    "Forward FLOPs per token of one layer's linear layers (with the adapter when `adapter`)."
-    return sum(2. * a * b + (self._lora_fwd(n) if adapter else 0.) for n, (a, b) in self._dims().items())
+    "Forward FLOPs per token of every layer's linear products, summed over the layers (with the adapter when `adapter`)."
+    return sum(2. * a * b * k + (self._lora_fwd(n, i) if adapter else 0.) for i in range(self.layers) for n, a, b, k, _ in self._linears(i))
 
 # %% ../nbs/01_flops.ipynb #3a96be89
 @patch
@@ -159,25 +266,31 @@ def _head_per_position(self: ModelFlops) -> float:
 # %% ../nbs/01_flops.ipynb #acd4a224
 @patch(as_prop=True)
 def n_params(self: ModelFlops) -> int:
-    "Non-embedding parameters: linear weights, q/k/v biases and norms (no embedding, no output head)."
-    dims = self._dims()
-    per_layer = sum(a * b for a, b in dims.values()) + 2 * self.hidden
-    if self.attn_bias: per_layer += sum(dims[n][1] for n in ("q_proj", "k_proj", "v_proj"))
-    return self.layers * per_layer + self.hidden
+    "Non-embedding parameters: linear weights (every expert's), biases and norms (no embedding, no output head)."
+    fam, d, q, kv = FAMILIES[self.family], self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+    per = 0
+    for i in range(self.layers):
+        per += sum(a * b * (self.experts.n if n.startswith("experts.") else 1) for n, a, b, _, _ in self._linears(i))
+        per += fam.norms * d + {"": 0, "head": 2 * self.head_dim, "all": q + kv}[fam.qk_norm]
+        if self.attn_bias: per += q + 2 * kv + (0 if fam.qkv_bias else d)
+    return per + d
 
-# %% ../nbs/01_flops.ipynb #44a9d90c
 @patch(as_prop=True)
 def n_lora_params(self: ModelFlops) -> int:
     "Trainable LoRA parameters (0 without an adapter)."
     if self.lora is None: return 0
-    return self.layers * sum(self.lora.r * (a + b) for n, (a, b) in self._dims().items() if n in self.lora.target_modules)
+    return sum(self.lora.r * (a + b) for i in range(self.layers) for n, (a, b) in self._dims(i).items() if n in self.lora.target_modules)
 
-# %% ../nbs/01_flops.ipynb #646d4ad0
+@patch
+def targeted_weights(self: ModelFlops) -> int:
+    "Entries of the linear weights the adapter targets, over every layer (0 without an adapter)."
+    if self.lora is None: return 0
+    return sum(a * b for i in range(self.layers) for n, (a, b) in self._dims(i).items() if n in self.lora.target_modules)
+
 @patch
 def merge_flops(self: ModelFlops) -> float:
     "FLOPs of merging the adapter into a copy of the weights once (`W + s B A`: one r-inner matmul per targeted layer; 0 without an adapter)."
-    if self.lora is None: return 0.
-    return self.layers * sum(2. * self.lora.r * a * b for n, (a, b) in self._dims().items() if n in self.lora.target_modules)
+    return 0. if self.lora is None else 2. * self.lora.r * self.targeted_weights()
 
 # %% ../nbs/01_flops.ipynb #cbb368d4
 def _head_of(model) -> str:
@@ -221,10 +334,18 @@ def forward(self: ModelFlops,
              adapter: bool = True, # include the LoRA adapter (False: adapter disabled, e.g. a reference forward)
              head_positions: int | None = None, # total head positions over the batch (overrides `logits`)
             ) -> float:
-    "FLOPs of one forward pass over a padded batch (no KV cache)."
+    "FLOPs of one forward pass over a padded batch (no KV cache; a sliding window masks scores that are still computed)."
     b, s = check_positive("batch", batch, integer=True), check_positive("seq_len", seq_len, integer=True)
-    layer = s * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * s * s
-    return b * self.layers * layer + _head_count(b, s, logits, head_positions) * self._head_per_position()
+    rows = s * self._linear_per_token(adapter) + self.layers * 4. * self.heads * self.head_dim * s * s
+    return b * rows + _head_count(b, s, logits, head_positions) * self._head_per_position()
+
+@patch
+def _decode_keys(self: ModelFlops, prompt_len: int, steps: int) -> float:
+    "Keys one row's `steps` decode steps score, summed over the layers: the cache holds P + j keys at step j, at most a layer's window."
+    def keys(w):
+        m = steps if not w else min(max(w - prompt_len, 0), steps)  # steps before the window is full
+        return m * prompt_len + m * (m + 1) / 2 + (steps - m) * w
+    return sum(keys(w) for w in (self.windows or (0,) * self.layers))
 
 # %% ../nbs/01_flops.ipynb #3b8bbdf1
 @patch
@@ -236,21 +357,21 @@ def generate(self: ModelFlops,
               steps=None, # (rows, row-key pairs scored) of each of the `new_tokens - 1` decode steps as they ran (finished rows gone, keys rounded up, prompts shared); None: every row, every step, the filled length
               prefill_rows: int | None = None, # rows the prefill ran (prompts stored once per group: the groups); None: `batch`
              ) -> float:
-    "FLOPs of KV-cached generation: a prefill with logits at the last position, then `new_tokens - 1` single-token steps."
+    "FLOPs of KV-cached generation: a prefill with logits at the last position, then `new_tokens - 1` single-token steps, each layer's keys at most its window."
     b = check_positive("batch", batch, integer=True)
     p = check_positive("prompt_len", prompt_len, integer=True)
     t = check_positive("new_tokens", new_tokens, integer=True)
+    att = 4. * self.heads * self.head_dim  # per (query, key) pair and layer
     if prefill_rows is not None and steps is None: raise ValueError("prefill_rows needs the steps as they ran (steps=)")
     if steps is not None:
         if len(steps) != t - 1: raise ValueError(f"steps must list the {t - 1} decode steps of {t} new tokens, got {len(steps)}")
+        if self.windows: raise ValueError(f"steps= prices race_nb.fastgen's full-attention decode; this {self.family} model has sliding windows")
         rows = sum(r for r, _ in steps)
         keys = sum(k for _, k in steps)  # (query row, key) pairs scored, over every step
-        return self.forward(prefill_rows or b, p, logits="last", adapter=adapter) + self.layers * (rows * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * keys) \
-               + rows * self._head_per_position()
-    steps = t - 1 # decoding steps after the prefill
-    ctx = steps * p + steps * (steps + 1) / 2 # sum of key lengths over the steps
-    decode = b * (self.layers * (steps * self._linear_per_token(adapter) + 4. * self.heads * self.head_dim * ctx)
-                  + steps * self._head_per_position())
+        return (self.forward(prefill_rows or b, p, logits="last", adapter=adapter) + rows * self._linear_per_token(adapter)
+                + self.layers * att * keys + rows * self._head_per_position())
+    n = t - 1 # decoding steps after the prefill
+    decode = b * (n * self._linear_per_token(adapter) + att * self._decode_keys(p, n) + n * self._head_per_position())
     return self.forward(b, p, logits="last", adapter=adapter) + decode
 
 # %% ../nbs/01_flops.ipynb #2badd5a3
@@ -259,20 +380,19 @@ def reward_forward(self: ModelFlops, batch: int, seq_len: int) -> float:
     "FLOPs of a reward/PRM/verifier forward: the head is applied at every position."
     return self.forward(batch, seq_len, logits="all")
 
-# %% ../nbs/01_flops.ipynb #e19ea122
+# %% ../nbs/01_flops.ipynb #9aab0f40
 @patch
-def _linear_bwd(self: ModelFlops, name: str, x_grad: bool) -> tuple[float, bool]:
-    "Backward FLOPs per token of one linear layer (+ adapter) and whether its output requires grad."
-    a, b = self._dims()[name]
+def _linear_bwd(self: ModelFlops, lin: tuple, x_grad: bool, i: int = 0) -> tuple[float, bool]:
+    "Backward FLOPs per token of one linear product (+ adapter) of layer `i` and whether its output requires grad."
+    name, a, b, k, _ = lin
     full = self.lora is None
-    adapted = not full and name in self.lora.target_modules
-    f = 2. * a * b * (x_grad + full) # input gradient; weight gradient when fully trained
+    adapted = not full and name in self.lora.target_modules and name in self._dims(i)
+    f = 2. * a * b * k * (x_grad + full) # input gradient; weight gradient when fully trained
     if adapted:
         r = self.lora.r
         f += 4. * r * b + 2. * a * r + (2. * a * r if x_grad else 0.) # dB, d(hidden of rank r), dA, dx
     return f, x_grad or full or adapted
 
-# %% ../nbs/01_flops.ipynb #9aab0f40
 @patch
 def _backward(self: ModelFlops, batch: int, seq_len: int, logits="all", input_grads: bool = False,
               head_positions: int | None = None, head_recompute: bool = False) -> float:
@@ -280,16 +400,22 @@ def _backward(self: ModelFlops, batch: int, seq_len: int, logits="all", input_gr
     s, attn = seq_len, 2. * self.heads * self.head_dim * seq_len * seq_len # one operand gradient of one attention product
     grad = self.lora is None or input_grads # does the first layer's input require grad?
     per_tok = per_seq = 0.
-    for _ in range(self.layers):
-        (fq, gq), (fk, gk), (fv, gv) = (self._linear_bwd(n, grad) for n in ("q_proj", "k_proj", "v_proj"))
+    for i in range(self.layers):
+        ins, o, branches = self._branches(i)
+        done = [self._linear_bwd(l, grad, i) for l in ins]
+        gq, gk, gv = (done[0][1],) * 3 if len(done) == 1 else (g for _, g in done)  # a fused qkv_proj: one output
         gp = gq or gk # attention probabilities require grad
         per_seq += attn * (gq + gk + gp + gv)
-        fo, go = self._linear_bwd("o_proj", gp or gv)
-        h1 = grad or go
-        (fg, gg), (fu, gu) = self._linear_bwd("gate_proj", h1), self._linear_bwd("up_proj", h1)
-        fd, gd = self._linear_bwd("down_proj", gg or gu)
-        grad = h1 or gd
-        per_tok += fq + fk + fv + fo + fg + fu + fd
+        fo, go = self._linear_bwd(o, gp or gv, i)
+        h1, out_grad = grad or go, False  # the residual after attention
+        per_tok += sum(f for f, _ in done) + fo
+        for b_ins, b_out in branches:
+            first = [self._linear_bwd(l, h1, i) for l in b_ins]
+            g = any(g for _, g in first)
+            if b_out is not None: f, g = self._linear_bwd(b_out, g, i); per_tok += f
+            per_tok += sum(f for f, _ in first)
+            out_grad = out_grad or g
+        grad = h1 or out_grad
     head = _head_count(batch, s, logits, head_positions) * self._head_per_position() * (grad + (self.lora is None) + head_recompute)
     return batch * (s * per_tok + per_seq) + head
 
@@ -314,9 +440,12 @@ def recompute(self: ModelFlops,
               seq_len: int, # padded sequence length
              ) -> float:
     "FLOPs that non-reentrant gradient checkpointing of every decoder layer reruns in backward (no head)."
-    d_ff, d = self._dims()["down_proj"]
-    last = 2. * self.lora.r * d if self.lora is not None and "down_proj" in self.lora.target_modules else 2. * d_ff * d
-    return self.forward(batch, seq_len, head_positions=0) - batch * seq_len * self.layers * last
+    def skipped(i):  # a layer's last product is never rerun: the down projection (its LoRA B product when adapted)
+        if FAMILIES[self.family].post_norm: return 0.  # ... unless a norm after the MLP saved its output
+        if self.experts is not None and self.experts.sparse[i]: return 0.  # or the routing weights' product did
+        d_ff, d = self._dims(i)["down_proj"]
+        return 2. * self.lora.r * d if self.lora is not None and "down_proj" in self.lora.target_modules else 2. * d_ff * d
+    return self.forward(batch, seq_len, head_positions=0) - batch * seq_len * sum(skipped(i) for i in range(self.layers))
 
 # %% ../nbs/01_flops.ipynb #52596579
 def per_token_table(names=("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-math-prm-7b"), # configs
@@ -326,7 +455,7 @@ def per_token_table(names=("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-
     rows = []
     for n in names:
         m = ModelFlops.from_config(n)
-        lin, att, head = m.layers * m._linear_per_token(), 4. * m.layers * m.heads * m.head_dim * context, m._head_per_position()
+        lin, att, head = m._linear_per_token(), 4. * m.layers * m.heads * m.head_dim * context, m._head_per_position()
         rows.append(dict(model=n, n_params=m.n_params, linear=lin, attention=att, head=head,
                          total=lin + att + head, head_share=head / (lin + att + head), two_N=2. * m.n_params))
     return pd.DataFrame(rows).set_index("model")
@@ -336,11 +465,17 @@ def _addmm_flop(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -
     "FLOPs of addmm in every form trl uses (`addmm`, in-place `addmm_`, `addmm(..., out_dtype=, out=)`): the product, 2 x M x K x N."
     return 2 * a_shape[0] * a_shape[1] * b_shape[1]
 
+def _grouped_mm_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    "FLOPs of `_grouped_mm` (transformers' mixture-of-experts kernel, forward and backward): each group's product, 2 x M x K x N summed, whichever operand is ragged."
+    if len(a_shape) == 3 and len(b_shape) == 2: return 2 * a_shape[1] * a_shape[2] * b_shape[1]  # groups along b's columns
+    return 2 * math.prod(a_shape) * b_shape[-1]  # a 2D input of routed rows against 3D weights; two ragged 2D operands (a weight gradient); 3D x 3D
+
 def flop_counter(display: bool = False): # print FlopCounterMode's table on exit
-    "The project's FlopCounterMode, which every check uses: torch's formulas, with addmm counted in all of trl's forms."
+    "The project's FlopCounterMode, which every check uses: torch's formulas, with addmm counted in all of trl's forms and the experts' grouped products."
     import torch
     from torch.utils.flop_counter import FlopCounterMode
-    return FlopCounterMode(display=display, custom_mapping={torch.ops.aten.addmm: _addmm_flop, torch.ops.aten.addmm_: _addmm_flop})
+    return FlopCounterMode(display=display, custom_mapping={torch.ops.aten.addmm: _addmm_flop, torch.ops.aten.addmm_: _addmm_flop,
+                                                            torch.ops.aten._grouped_mm: _grouped_mm_flop})
 
 def count_flops(fn, *args, **kwargs) -> tuple:
     "Run `fn(*args, **kwargs)` under `flop_counter()`; return (result, FLOPs counted)."
@@ -348,31 +483,49 @@ def count_flops(fn, *args, **kwargs) -> tuple:
     return out, float(fc.get_total_flops())
 
 # %% ../nbs/01_flops.ipynb #65432761
-CHECKS = ("forward", "generate", "train_lora", "train_full", "train_lora_gc")
+CHECKS = ("parameters", "forward", "forward_last", "generate", "train_lora", "train_full", "train_lora_gc", "score")
 
-def _tiny_model(config: dict, device: str):
-    "A randomly initialised causal LM with eager attention (counted exactly by FlopCounterMode)."
+def _tiny_model(config: dict, device: str, auto=None):
+    "A randomly initialised model (a causal LM, or `auto`'s class) with eager attention (counted exactly by FlopCounterMode)."
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     c = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "dtype", "transformers_version")}
     cfg = AutoConfig.for_model(**c)
     torch.manual_seed(0)
-    with torch.device(device): return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    with torch.device(device): return (auto or AutoModelForCausalLM).from_config(cfg, attn_implementation="eager")
+
+def check_lora(config) -> LoraSpec:
+    "The adapter `validate_flops` trains by default: rank 8 on every linear layer a dense model has; on a mixture of experts, the attention's (peft turns MLP names into the experts' tensors)."
+    c = load_config(config)
+    fam = FAMILIES.get(c.get("model_type") or "qwen2", Family())
+    moe = _experts(c, fam, int(c["num_hidden_layers"])) is not None
+    return LoraSpec(8, (("qkv_proj", "o_proj") if fam.fused else ATTN) if moe else _family_linears(fam))
 
 # %% ../nbs/01_flops.ipynb #1aeb4d8f
 def _check_pair(check: str, c: dict, lora, ids, new_tokens: int, logits_to_keep: int, device: str) -> tuple[float, float]:
-    "(analytic, measured) FLOPs of one check on a fresh model built from config `c`."
+    "(analytic, measured) of one check on a fresh model built from config `c`: FLOPs, or for `parameters` the non-embedding parameter count."
     import torch
     from peft import LoraConfig, get_peft_model
-    model, (batch, seq_len) = _tiny_model(c, device), ids.shape
-    if check == "forward":
+    (batch, seq_len), mf = ids.shape, ModelFlops.from_config(c)
+    if check == "score":  # a reward model of the family: a classifier head at every position
+        from transformers import AutoModelForSequenceClassification
+        rc = {**c, "num_labels": 1, "pad_token_id": c.get("pad_token_id") or 0}  # one scalar reward, read at each row's last token
+        model = _tiny_model(rc, device, AutoModelForSequenceClassification).eval()
+        want = ModelFlops.from_config(rc, head="score").reward_forward(batch, seq_len)
+        return want, count_flops(torch.no_grad()(model), input_ids=ids)[1]
+    model = _tiny_model(c, device)
+    if check == "parameters":
+        emb, out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+        return mf.n_params, sum(p.numel() for p in model.parameters()) - emb.numel() - (0 if out is emb else out.numel())
+    if check in ("forward", "forward_last"):
         model.eval()
-        return ModelFlops.from_config(c).forward(batch, seq_len), count_flops(torch.no_grad()(model), input_ids=ids)[1]
+        last = check == "forward_last"
+        return mf.forward(batch, seq_len, logits="last" if last else "all"), count_flops(torch.no_grad()(model), input_ids=ids, logits_to_keep=int(last))[1]
     if check == "generate":
         model.eval()
         _, got = count_flops(model.generate, ids, attention_mask=torch.ones_like(ids), do_sample=False,
                              max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None)
-        return ModelFlops.from_config(c).generate(batch, seq_len, new_tokens), got
+        return mf.generate(batch, seq_len, new_tokens), got
     adapter, gc = check in ("train_lora", "train_lora_gc"), check == "train_lora_gc"
     if gc:
         kw = {"use_reentrant": False}  # transformers 5.x renamed it; the old name warns and goes in v6
@@ -388,27 +541,31 @@ def _check_pair(check: str, c: dict, lora, ids, new_tokens: int, logits_to_keep:
 
 # %% ../nbs/01_flops.ipynb #12f1bc87
 def validate_flops(config, # anything `load_config` reads
-                   lora=None, # LoRA spec for the "train_lora" check (default: rank 8, all seven linear layers)
+                   lora=None, # LoRA spec for the "train_lora" checks (default: `check_lora(config)`)
                    batch: int = 2, # padded batch
                    seq_len: int = 12, # padded length for forward and training
                    new_tokens: int = 6, # tokens generated after a prompt of `seq_len`
                    logits_to_keep: int = 0, # training checks keep logits at the last positions only (0 = all)
-                   device: str = "cpu", # "meta" counts without weights (generation is skipped there)
-                   checks=CHECKS, # which of forward, generate, train_lora, train_full, train_lora_gc (gradient checkpointing)
+                   device: str = "cpu", # "meta" counts without weights (generation and a mixture of experts are skipped there)
+                   checks=CHECKS, # which of parameters, forward, forward_last, generate, train_lora, train_full, train_lora_gc (gradient checkpointing), score (a classifier head)
                   ) -> pd.DataFrame:
-    "Compare `ModelFlops` with FlopCounterMode on a real model built from `config`; one row per check."
+    "Compare `ModelFlops` with FlopCounterMode (and its parameter count with the model's) on a real model built from `config`; one row per check."
     import torch
-    c, lora = load_config(config), LoraSpec.from_any(lora) or LoraSpec(8)
+    c = load_config(config)
+    lora = LoraSpec.from_any(lora) or check_lora(c)
     for check in checks: check_choice("check", check, CHECKS)
+    moe = ModelFlops.from_config(c).experts is not None
     ids = torch.randint(3, int(c["vocab_size"]), (batch, seq_len), device=device)
     rows = []
     for check in checks:
-        if check == "generate" and device == "meta": continue
+        if device == "meta" and (check == "generate" or moe): continue
         want, got = _check_pair(check, c, lora, ids, new_tokens, logits_to_keep, device)
         rows.append(dict(check=check, analytic=want, measured=got, ratio=want / got))
     return pd.DataFrame(rows)
 
 # %% ../nbs/01_flops.ipynb #d816238d
+_SMALL = dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96, vocab_size=37,
+              tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 TINY_CHECK_CONFIGS = {
     "gqa-untied": dict(model_type="qwen2", hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
                        num_key_value_heads=2, intermediate_size=180, vocab_size=21, tie_word_embeddings=False),
@@ -418,4 +575,20 @@ TINY_CHECK_CONFIGS = {
                       num_key_value_heads=2, intermediate_size=128, vocab_size=37, tie_word_embeddings=False),
     "gqa-wide-heads": dict(model_type="qwen2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                            num_key_value_heads=1, head_dim=16, intermediate_size=96, vocab_size=33, tie_word_embeddings=False),
+    # one small config per family, each with the fields that carry its departures
+    "qwen2-sliding": dict(_SMALL, model_type="qwen2", use_sliding_window=True, sliding_window=5, max_window_layers=1),
+    "qwen3": dict(_SMALL, model_type="qwen3", head_dim=16),
+    "llama3": dict(_SMALL, model_type="llama", tie_word_embeddings=True, rope_scaling=dict(
+        rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64)),
+    "mistral": dict(_SMALL, model_type="mistral", sliding_window=5),
+    "gemma": dict(_SMALL, model_type="gemma", head_dim=16, tie_word_embeddings=True),
+    "gemma2": dict(_SMALL, model_type="gemma2", head_dim=16, sliding_window=5),
+    "gemma3": dict(_SMALL, model_type="gemma3_text", head_dim=16, sliding_window=5, sliding_window_pattern=2),
+    "olmo2": dict(_SMALL, model_type="olmo2"),
+    "phi3": dict(_SMALL, model_type="phi3", sliding_window=5),
+    "qwen2-moe": dict(_SMALL, model_type="qwen2_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                      shared_expert_intermediate_size=64, decoder_sparse_step=2),
+    "qwen3-moe": dict(_SMALL, model_type="qwen3_moe", head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                      mlp_only_layers=[0]),
+    "mixtral": dict(_SMALL, model_type="mixtral", num_local_experts=4, num_experts_per_tok=2),
 }

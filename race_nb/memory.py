@@ -39,7 +39,7 @@ def weight_bytes(mf: ModelFlops | None, dtype_bytes: int = BF16) -> int:
 def merged_copy_bytes(mf: ModelFlops, dtype_bytes: int = BF16) -> int:
     "The generation copy of `race_nb.fastgen` with the adapter merged: every targeted linear weight once more (0 without an adapter)."
     if mf.lora is None: return 0
-    return mf.layers * sum(a * b for n, (a, b) in mf._dims().items() if n in mf.lora.target_modules) * dtype_bytes
+    return mf.targeted_weights() * dtype_bytes
 
 def kv_bytes(mf: ModelFlops) -> int:
     "KV cache per token of one sequence: keys and values of every layer, bf16."
