@@ -100,6 +100,10 @@ MODELS = {e.name: e for e in [
     ModelEntry("qwen2.5-math-prm-7b", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-PRM-7B", "hub", None, "prm"),
     ModelEntry("qwen2.5-math-7b-prm800k", "qwen2.5-math-prm-7b", "Qwen/Qwen2.5-Math-7B-PRM800K", "hub", None, "prm"), # same architecture
     ModelEntry("skywork-reward-llama-3.1-8b", "skywork-reward-llama-3.1-8b", "Skywork/Skywork-Reward-Llama-3.1-8B-v0.2", "hub", None, "judge"), # the paper's common judge
+    ModelEntry("qwen3-1.7b", "qwen3-1.7b", "Qwen/Qwen3-1.7B", "hub", "auto"), # Qwen3 policies (grids/qwen3.yaml): the chat template their tokenizer ships
+    ModelEntry("qwen3-4b", "qwen3-4b", "Qwen/Qwen3-4B", "hub", "auto"),
+    ModelEntry("qwen3-8b", "qwen3-8b", "Qwen/Qwen3-8B", "hub", "auto"),
+    ModelEntry("qwen3-30b-a3b", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "hub", "auto"), # a mixture of experts: 128 experts, 8 per token
 ]}
 TINY_POLICIES = ("tiny-s", "tiny-m", "tiny-l")
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_flops.ipynb #fc64df03
 from __future__ import annotations
-import json, math, re
+import functools, json, math, re
 from dataclasses import dataclass
 from pathlib import Path
 import pandas as pd
@@ -155,6 +155,15 @@ def _match_targets(targets, names: tuple = LINEARS) -> tuple:
     return tuple(n for n in names if any(n == t or t.endswith("." + n) for t in targets))
 
 # %% ../nbs/01_flops.ipynb #9e8628ba
+def _memo(f):
+    "Keep a method's results on its instance (frozen: they cannot change): a grid plan reads the per-layer tables a million times."
+    @functools.wraps(f)
+    def memo(self, *args):
+        kept = self.__dict__.setdefault("_kept", {})
+        if (f.__name__, args) not in kept: kept[f.__name__, args] = f(self, *args)
+        return kept[f.__name__, args]
+    return memo
+
 @dataclass(frozen=True)
 class ModelFlops:
     "Analytic FLOPs of a decoder-only transformer of any family in `FAMILIES`, optionally with a LoRA adapter."
@@ -215,6 +224,7 @@ def _family_linears(fam: Family, moe: bool = False) -> tuple:
     return names + (("shared_expert_gate",) if moe and fam.experts == "qwen" else ())
 
 @patch
+@_memo
 def _branches(self: ModelFlops, i: int) -> tuple:
     """Layer `i`'s linear products as autograd meets them: (attention inputs, output projection, MLP branches), each product
     (name, in width, out width, products per token, LoRA-targetable), each MLP branch (its input products, its output product or None)."""
@@ -232,12 +242,14 @@ def _branches(self: ModelFlops, i: int) -> tuple:
     return attn, ("o_proj", q, d, 1, True), branches
 
 @patch
+@_memo
 def _linears(self: ModelFlops, i: int) -> list:
     "Every linear product of layer `i`, (name, in, out, per token, targetable)."
     attn, o, branches = self._branches(i)
     return attn + [o] + [l for ins, out in branches for l in ins + ([out] if out else [])]
 
 @patch
+@_memo
 def _dims(self: ModelFlops, i: int = 0) -> dict:
     "Input and output width of each LoRA-targetable linear layer of layer `i`."
     return {n: (a, b) for n, a, b, _, t in self._linears(i) if t}
@@ -251,6 +263,7 @@ def _lora_fwd(self: ModelFlops, name: str, i: int = 0) -> float:
     return 2. * self.lora.r * (a + b)
 
 @patch
+@_memo
 def _linear_per_token(self: ModelFlops, adapter: bool = True) -> float:
     "Forward FLOPs per token of every layer's linear products, summed over the layers (with the adapter when `adapter`)."
     return sum(2. * a * b * k + (self._lora_fwd(n, i) if adapter else 0.) for i in range(self.layers) for n, a, b, k, _ in self._linears(i))
@@ -265,6 +278,7 @@ def _head_per_position(self: ModelFlops) -> float:
 
 # %% ../nbs/01_flops.ipynb #acd4a224
 @patch(as_prop=True)
+@_memo
 def n_params(self: ModelFlops) -> int:
     "Non-embedding parameters: linear weights (every expert's), biases and norms (no embedding, no output head)."
     fam, d, q, kv = FAMILIES[self.family], self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
@@ -276,12 +290,14 @@ def n_params(self: ModelFlops) -> int:
     return per + d
 
 @patch(as_prop=True)
+@_memo
 def n_lora_params(self: ModelFlops) -> int:
     "Trainable LoRA parameters (0 without an adapter)."
     if self.lora is None: return 0
     return sum(self.lora.r * (a + b) for i in range(self.layers) for n, (a, b) in self._dims(i).items() if n in self.lora.target_modules)
 
 @patch
+@_memo
 def targeted_weights(self: ModelFlops) -> int:
     "Entries of the linear weights the adapter targets, over every layer (0 without an adapter)."
     if self.lora is None: return 0
@@ -291,6 +307,23 @@ def targeted_weights(self: ModelFlops) -> int:
 def merge_flops(self: ModelFlops) -> float:
     "FLOPs of merging the adapter into a copy of the weights once (`W + s B A`: one r-inner matmul per targeted layer; 0 without an adapter)."
     return 0. if self.lora is None else 2. * self.lora.r * self.targeted_weights()
+
+@patch(as_prop=True)
+@_memo
+def mlp_width(self: ModelFlops) -> int:
+    "Intermediate activations per token at the widest MLP: a dense layer's I, or a mixture's k routed experts beside its shared expert (what the memory plan sizes)."
+    e = self.experts
+    dense = self.intermediate if e is None or not all(e.sparse) else 0
+    return max(dense, 0 if e is None else e.top_k * e.width + e.shared)
+
+@patch
+@_memo
+def read_params(self: ModelFlops, rows: int | None = None) -> float:
+    "Non-embedding parameters a decode step of `rows` tokens reads: all of them, less a mixture's experts no token is routed to (expected under uniform routing; None: every expert)."
+    e = self.experts
+    if e is None or rows is None: return float(self.n_params)
+    hit = e.n * (1 - (1 - e.top_k / e.n) ** check_positive("rows", rows, integer=True))  # distinct experts hit by rows x k draws
+    return self.n_params - sum(e.sparse) * (e.n - hit) * 3 * self.hidden * e.width
 
 # %% ../nbs/01_flops.ipynb #cbb368d4
 def _head_of(model) -> str:
@@ -340,6 +373,7 @@ def forward(self: ModelFlops,
     return b * rows + _head_count(b, s, logits, head_positions) * self._head_per_position()
 
 @patch
+@_memo
 def _decode_keys(self: ModelFlops, prompt_len: int, steps: int) -> float:
     "Keys one row's `steps` decode steps score, summed over the layers: the cache holds P + j keys at step j, at most a layer's window."
     def keys(w):

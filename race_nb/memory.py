@@ -56,18 +56,18 @@ def fastgen_bytes(mf: ModelFlops, b: int, P: int, C: int, group: int | None = No
     own = C if group else T  # cache positions each row holds
     cache = (U * P * kv if group else 0) + b * own * (kv + mf.kv_heads * BF16) + b * C * 8
     mask, tokens = r * (mf.heads // mf.kv_heads) * P * P * BF16, r * P
-    prefill = mask + (b + U) * mf.vocab * BF16 + max(tokens * (FASTGEN_MLP[0] * mf.intermediate + FASTGEN_MLP[1] * mf.hidden),
+    prefill = mask + (b + U) * mf.vocab * BF16 + max(tokens * (FASTGEN_MLP[0] * mf.mlp_width + FASTGEN_MLP[1] * mf.hidden),
                                                      r * mf.heads * P * P * 2 * BF16 + tokens * FASTGEN_ATT * mf.hidden)
     decode = b * mf.vocab * FASTGEN_SAMPLE + int(COMPACT_SHARE * (b * own + (U * P if group else 0)) * kv / mf.layers)
     return cache + max(prefill, decode)
 
 def forward_bytes(mf: ModelFlops | None) -> int:
     "Live intermediates per token at a no-grad forward's peak (one layer's MLP, peft's fp32 input copy)."
-    return 0 if mf is None else FORWARD_LAYER[0] * mf.intermediate + FORWARD_LAYER[1] * mf.hidden
+    return 0 if mf is None else FORWARD_LAYER[0] * mf.mlp_width + FORWARD_LAYER[1] * mf.hidden
 
 def update_bytes(mf: ModelFlops, tokens: int, checkpointing: bool) -> int:
     "Activations at the peak of one micro-batch's forward and backward of `tokens` tokens."
-    layer = UPDATE_LAYER[0] * mf.intermediate + UPDATE_LAYER[1] * mf.hidden
+    layer = UPDATE_LAYER[0] * mf.mlp_width + UPDATE_LAYER[1] * mf.hidden
     outside = UPDATE_OUTSIDE * mf.hidden
     if not checkpointing: return tokens * (mf.layers * layer + outside)
     grads = (mf.layers - 1) * mf.n_lora_params // mf.layers * FP32  # LoRA gradients of the layers already through backward

@@ -18,10 +18,12 @@ __all__ = ['COMPLETION_PRIOR', 'SYNC_EVERY', 'step_weight_bytes', 'prior_lengths
            'decode_schedule', 'decode_bytes', 'cell_roofline', 'evaluation_s', 'measured_efficiency']
 
 # %% ../nbs/04d_roofline.ipynb #1d126817
-def step_weight_bytes(mf: ModelFlops, lora: bool = True, dtype_bytes: int = BF16) -> int:
-    "Bytes of weights a decode step reads: every layer's and the output head's once, the LoRA adapter when applied unmerged."
+def step_weight_bytes(mf: ModelFlops, lora: bool = True, dtype_bytes: int = BF16,
+                      rows: int | None = None, # tokens the step decodes: a mixture's experts read are those they are routed to (None: every expert)
+                     ) -> float:
+    "Bytes of weights a decode step reads: every layer's and the output head's once (of a mixture's experts, those its rows are routed to), the LoRA adapter when applied unmerged."
     head = 0 if mf.tied else mf.vocab * mf.hidden
-    return (mf.n_params + head + (mf.n_lora_params if lora else 0)) * dtype_bytes
+    return (mf.read_params(rows) + head + (mf.n_lora_params if lora else 0)) * dtype_bytes
 
 COMPLETION_PRIOR = (650 / 2048, 1000 / 2048) # completion lengths before a cell has run, as shares of its limit: uniform over 650-1000 of 2048 tokens, the range issue 65 states as typical of GRPO on math (an ASSUMPTION, not a measurement)
 SYNC_EVERY = 8 # tokens between fast generation's host syncs on CUDA (race_nb.fastgen's check_every): finished rows leave at these
@@ -81,9 +83,9 @@ def decode_bytes(mf: ModelFlops, rows: int, prompt_len: int, new_tokens: int, lo
     "Bytes the decode steps of one generate call must move: the weights once per step, the KV cache once per step up to its filled length (with a `decode_schedule`: each row's completion, each group's prompt once)."
     if steps is not None:
         kv = kv_bytes(mf)
-        return sum(step_weight_bytes(mf, lora) + kv * (n * (i + 1) + prompts * prompt_len) for i, (n, _, prompts) in enumerate(steps))
+        return sum(step_weight_bytes(mf, lora, rows=n) + kv * (n * (i + 1) + prompts * prompt_len) for i, (n, _, prompts) in enumerate(steps))
     steps = new_tokens - 1
-    return steps * step_weight_bytes(mf, lora) + rows * kv_bytes(mf) * (steps * prompt_len + steps * (steps + 1) / 2)
+    return steps * step_weight_bytes(mf, lora, rows=rows) + rows * kv_bytes(mf) * (steps * prompt_len + steps * (steps + 1) / 2)
 
 # %% ../nbs/04d_roofline.ipynb #b9ce7447
 def _generation_s(pol: ModelFlops, spec: dict, lengths: list[int], P: int, C: int, chunk: int, group: int | None, compact: bool,

@@ -34,6 +34,8 @@ class ToySpec:
     tie_word_embeddings: bool = False
     num_labels: int = 0 # classifier outputs (0 for a causal LM)
     seed: int = 0 # initialisation seed
+    model_type: str = "qwen2" # the family (a key of race_nb.flops.FAMILIES)
+    extra: tuple = () # (field, value) pairs of the family's own config fields (head_dim, experts, ...)
 
 TOY_SPECS = {
     "qwen2.5-1.5b": ToySpec("Qwen2ForCausalLM", 48, 2, 3, 1, 256, True, seed=1),
@@ -43,6 +45,11 @@ TOY_SPECS = {
     "proxy-prm": ToySpec("Qwen2ForTokenClassification", 32, 1, 2, 1, 96, False, 2, seed=5),
     "judge": ToySpec("Qwen2ForSequenceClassification", 48, 2, 3, 1, 192, False, 1, seed=6),
     "qwen-prm": ToySpec("Qwen2ForProcessRewardModel", 64, 2, 4, 1, 256, False, 2, seed=7), # Qwen2.5-Math-PRM-7B's own format
+    # other families, for the ledger's end-to-end checks: a Qwen3 policy (wide heads, q/k norms), a Qwen3-MoE policy, a Llama judge
+    "qwen3": ToySpec("Qwen3ForCausalLM", 48, 2, 4, 2, 128, True, seed=8, model_type="qwen3", extra=(("head_dim", 16),)),
+    "qwen3-moe": ToySpec("Qwen3MoeForCausalLM", 48, 2, 4, 2, 128, False, seed=9, model_type="qwen3_moe", extra=(
+        ("head_dim", 16), ("num_experts", 4), ("num_experts_per_tok", 2), ("moe_intermediate_size", 32), ("norm_topk_prob", True))),
+    "llama-judge": ToySpec("LlamaForSequenceClassification", 48, 2, 4, 2, 128, False, 1, seed=10, model_type="llama"),
 }
 TOY_VOCAB = 2048 # BPE vocabulary size (special tokens included)
 TOY_VERSION = 1 # bump when the builder changes
@@ -82,15 +89,15 @@ def train_toy_tokenizer(data_dir=None, # folder with gsm8k/ and math500/ (defaul
 
 # %% ../nbs/03b_toy.ipynb #887f3b8f
 def _config(spec: ToySpec, tok) -> dict:
-    "A Qwen2 config dict for `spec` with `tok`'s special ids."
+    "A config dict for `spec` (Qwen2 unless it names another family) with `tok`'s special ids."
     eos = tok.convert_tokens_to_ids("<|endoftext|>")
-    c = dict(model_type="qwen2", architectures=[spec.arch], hidden_size=spec.hidden_size, num_hidden_layers=spec.num_hidden_layers,
+    c = dict(model_type=spec.model_type, architectures=[spec.arch], hidden_size=spec.hidden_size, num_hidden_layers=spec.num_hidden_layers,
              num_attention_heads=spec.num_attention_heads, num_key_value_heads=spec.num_key_value_heads,
              intermediate_size=spec.intermediate_size, vocab_size=len(tok), max_position_embeddings=4096, rope_theta=10000.0,
              tie_word_embeddings=spec.tie_word_embeddings, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
              use_sliding_window=False, rms_norm_eps=1e-6)
     if spec.num_labels: c["num_labels"] = spec.num_labels
-    return c
+    return c | dict(spec.extra)
 
 # %% ../nbs/03b_toy.ipynb #274ee731
 PRM_AUTO_MAP = {"AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"} # Qwen2.5-Math-PRM-7B's config.json: remote code it does not ship here
@@ -156,7 +163,8 @@ def toy_checkpoint(name: str, # a key of TOY_SPECS
     "Folder of the toy checkpoint `name`, built on first use."
     from race_nb.core import artifact_key, cache_dir, file_lock
     check_choice("toy checkpoint", name, tuple(TOY_SPECS))
-    final = cache_dir() / "toy" / f"{name}-{artifact_key(asdict(TOY_SPECS[name]), TOY_VOCAB, TOY_VERSION)}"
+    spec = {k: v for k, v in asdict(TOY_SPECS[name]).items() if (k, v) not in (("model_type", "qwen2"), ("extra", ()))}  # the Qwen2 toys keep their keys
+    final = cache_dir() / "toy" / f"{name}-{artifact_key(spec, TOY_VOCAB, TOY_VERSION)}"
     with file_lock(cache_dir() / "locks" / f"{final.name}.lock"):
         if not (final / "toy.json").exists():
             tmp = final.with_name(final.name + ".tmp")
