@@ -42,7 +42,7 @@ def merged_copy_bytes(mf: ModelFlops, dtype_bytes: int = BF16) -> int:
     return mf.targeted_weights() * dtype_bytes
 
 def kv_bytes(mf: ModelFlops) -> int:
-    "KV cache per token of one sequence: keys and values of every layer, bf16."
+    "KV cache per token of one sequence: keys and values of every layer, bf16 (a sliding-window layer's cache stops at its window; counted in full here, an upper bound)."
     return mf.layers * 2 * mf.kv_heads * mf.head_dim * BF16
 
 def fastgen_bytes(mf: ModelFlops, b: int, P: int, C: int, group: int | None = None) -> int:

@@ -1,4 +1,4 @@
-"""ModelFlops against FlopCounterMode (eager attention) and the ledger's error handling."""
+"""ModelFlops against FlopCounterMode (eager attention), for every family it counts, and the ledger's error handling."""
 import math
 
 import pytest
@@ -9,7 +9,8 @@ from race_nb.ledger import FlopsLedger
 
 @pytest.mark.parametrize("name", sorted(TINY_CHECK_CONFIGS))
 def test_tiny_configs_match_flop_counter(name):
-    """forward, generate (KV cache), LoRA fwd+bwd and full fine-tune fwd+bwd within 1%."""
+    """Every family: parameters, forward (logits everywhere, last only), generate (KV cache, past the sliding windows), LoRA
+    fwd+bwd (with and without gradient checkpointing), full fine-tune fwd+bwd and a reward model's scoring, within 1%."""
     res = validate_flops(TINY_CHECK_CONFIGS[name], batch=3, seq_len=9, new_tokens=5)
     assert list(res.check) == list(CHECKS)
     assert res.ratio.between(0.99, 1.01).all(), res
@@ -47,6 +48,26 @@ def test_generation_costs_more_than_prefill_and_grows_with_length():
 def test_bad_shapes_raise_value_error(call, msg):
     with pytest.raises(ValueError, match=msg):
         call(ModelFlops.from_config(TINY_CHECK_CONFIGS["mha-tied"]))
+
+
+@pytest.mark.parametrize("build,msg", [
+    (lambda: ModelFlops.from_config(dict(model_type="gpt2", architectures=["GPT2LMHeadModel"])), "FAMILIES"),  # how to add one
+    (lambda: ModelFlops.from_config(dict(model_type="gemma3", text_config=dict(model_type="gemma3_text"))), "text_config"),
+    (lambda: ModelFlops.from_config(dict(TINY_CHECK_CONFIGS["llama-gqa"], num_local_experts=4)), "mixture of experts"),
+    (lambda: ModelFlops.from_config(TINY_CHECK_CONFIGS["phi3"], lora=LoraSpec(4, ("q_proj",))), "no q_proj to adapt"),
+    (lambda: ModelFlops.from_config(TINY_CHECK_CONFIGS["qwen3-moe"], lora=dict(r=4, target_modules=["q_proj"],
+                                                                          target_parameters=["mlp.experts.gate_up_proj"])), "target_parameters"),
+])
+def test_what_the_ledger_cannot_count_is_refused_by_name(build, msg):
+    with pytest.raises(ValueError, match=msg):
+        build()
+
+
+def test_a_folder_and_a_hub_config_count_the_same():
+    """The raw config.json (no layer_types, the hub's num_experts) and transformers' loaded config give the same model."""
+    from transformers import AutoConfig
+    for c in TINY_CHECK_CONFIGS.values():
+        assert ModelFlops.from_config(c) == ModelFlops.from_config(AutoConfig.for_model(**c))
 
 
 def test_config_missing_field_names_it():
