@@ -146,7 +146,7 @@ def lora_policy(name: str, **lora) -> tuple:
 def generation_only(reps: int = 5) -> list:
     "transformers' generate vs fast_generate on a LoRA policy: 64 prompts, 48 new tokens (no EOS stop), best of `reps`."
     from race_nb.fastgen import fast_generate
-    from race_nb.flops import count_flops
+    from race_nb.flop_check import count_flops
     rows, T = [], GEN_TOKENS
     for name in SIZES:
         m, enc, flops = lora_policy(name)
@@ -164,7 +164,7 @@ def generation_bounds(reps: int = 3, compile_decode: bool = True) -> list:
     """What is left in generation, one thread (a grid cell's share), tiny-s, 64 prompts x 48 tokens, LoRA r=16, sampling:
     our decoder against two changes of what runs - LoRA merged into the weights, and torch.compile of the decode step."""
     from race_nb import fastgen
-    from race_nb.flops import count_flops
+    from race_nb.flop_check import count_flops
     m, enc, ledger = lora_policy("tiny-s", init_lora_weights=False)  # random B: merging changes the weights
     def gen():
         torch.manual_seed(0)

@@ -5,7 +5,7 @@
 # %% ../nbs/04b_arm_flops.ipynb #c92e5f13
 from __future__ import annotations
 from .config import Arm, ARMS, MODELS, MODEL_REWARDS, CellConfig, is_checkpoint_ref, model_entry
-from .flops import ModelFlops, LoraSpec, LINEARS
+from .flops import ModelFlops, LoraSpec, adapter_targets
 
 # %% auto #0
 __all__ = ['reward_model_flops', 'policy_flops', 'arm_flops', 'predict_rho', 'arm_for_rho', 'cell_arm']
@@ -33,7 +33,7 @@ def reward_model_flops(reward: str, # reward system
 
 # %% ../nbs/04b_arm_flops.ipynb #2d0545ef
 def policy_flops(model: str, # registered name, local checkpoint folder or toy:NAME
-                 lora_r: int = 16, # LoRA rank (all seven linear layers)
+                 lora_r: int = 16, # LoRA rank (on `adapter_targets`: every linear layer of a dense decoder)
                  path=None, # the checkpoint the run loads (its own config.json is counted)
                 ) -> ModelFlops:
     "FLOPs model of a policy with race_nb's LoRA adapter, from the checkpoint's own config when one is given."
@@ -41,7 +41,7 @@ def policy_flops(model: str, # registered name, local checkpoint folder or toy:N
         from race_nb.models import resolve_weights  # imports torch: only for a checkpoint folder or a toy: reference
         src = resolve_weights(model, path)
     else: src = model_entry(model).config
-    return ModelFlops.from_config(src, lora=LoraSpec(lora_r, LINEARS))
+    return ModelFlops.from_config(src, lora=LoraSpec(lora_r, adapter_targets(src)))
 
 # %% ../nbs/04b_arm_flops.ipynb #b4b480c5
 def arm_flops(arm: Arm, policy: ModelFlops, # the policy (with its LoRA spec)

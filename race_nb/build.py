@@ -9,7 +9,7 @@ import torch
 from trl import GRPOConfig
 from .core import check_choice, check_positive
 from .config import Arm, CellConfig
-from .flops import LINEARS
+from .flops import adapter_targets
 from .ledger import FlopsLedger, BUDGET_COMPONENTS
 from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
 from .grpo import LedgerGRPOTrainer, count_by_component
@@ -90,7 +90,7 @@ def trainer_parts(cfg: CellConfig, output_dir, arm: Arm | None = None) -> dict:
                             for r in recs])
     if cfg.use_vllm and args.vllm_max_model_length is None:  # vLLM's context: the longest prompt here plus the completion, not the model's
         args.vllm_max_model_length = max(len(tok(p)["input_ids"]) for p in ds["prompt"]) + cfg.max_completion_length
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=list(LINEARS), task_type="CAUSAL_LM")
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=list(adapter_targets(model.config.to_dict())), task_type="CAUSAL_LM")
     return dict(model=model, reward_funcs=[reward], args=args,
                 train_dataset=ds, processing_class=tok, peft_config=lora)
 

@@ -350,7 +350,7 @@ def count_by_component(trainer: LedgerGRPOTrainer, # a trainer about to train
                        fn=None, # what to run (default: trainer.train)
                       ) -> tuple:
     "Run `fn` under FlopCounterMode; return (its result, counted FLOPs per component): generation is search, reward functions reward, the rest learning."
-    from race_nb.flops import flop_counter
+    from race_nb.flop_check import flop_counter
     fc = flop_counter()
     parts = dict(search=0.0, reward=0.0)
     def wrap(name, part):

@@ -161,7 +161,7 @@ def _fake_model(config: dict, lora_r: int | None, layers: int | None):
     "A bf16 model of `config` (Qwen2ForCausalLM, or the PRM format) with an fp32 LoRA adapter, built in the current fake mode."
     import torch, transformers
     from transformers import AutoConfig
-    from race_nb.flops import LINEARS
+    from race_nb.flops import adapter_targets
     c = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "auto_map")}
     if layers: c["num_hidden_layers"] = layers
     arch = (config.get("architectures") or ["Qwen2ForCausalLM"])[0]
@@ -179,7 +179,7 @@ def _fake_model(config: dict, lora_r: int | None, layers: int | None):
         torch.set_default_dtype(torch.float32)  # peft's fp32 adapter, created in place
         to = torch.nn.Module.to
         torch.nn.Module.to = lambda self, *a, **k: self
-        try: return get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules=list(LINEARS), task_type="CAUSAL_LM"),
+        try: return get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules=list(adapter_targets(config)), task_type="CAUSAL_LM"),
                                    autocast_adapter_dtype=False)
         finally: torch.nn.Module.to = to
     finally: torch.set_default_dtype(old)
@@ -240,10 +240,10 @@ def traced_generation_peak(config, # a policy config (name, folder, dict)
 def planned_peak(config, phase: str, batch: int, seq: int, lora_r: int | None = 64, checkpointing: bool = True, cache: bool = True,
                  layers: int | None = None, new_tokens: int = 0, group: int | None = None) -> int:
     "What the formulas of `cell_memory` predict for the phase `traced_peak` (or, for 'generation' at prompt `seq` and `new_tokens`, `traced_generation_peak`) traces: weights, LoRA state, and the phase's own bytes."
-    from race_nb.flops import LoraSpec, LINEARS, load_config
+    from race_nb.flops import LoraSpec, adapter_targets, load_config
     c = load_config(config)
     if layers: c = {**c, "num_hidden_layers": layers}
-    mf = ModelFlops.from_config(c, lora=LoraSpec(lora_r, LINEARS) if lora_r else None)
+    mf = ModelFlops.from_config(c, lora=LoraSpec(lora_r, adapter_targets(c)) if lora_r else None)
     tokens = batch * seq
     if phase == "generation": return weight_bytes(mf) + mf.n_lora_params * FP32 + fastgen_bytes(mf, batch, seq, new_tokens, group)
     if phase == "update": return weight_bytes(mf) + mf.n_lora_params * LORA_STATE + update_bytes(mf, tokens, checkpointing)

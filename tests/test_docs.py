@@ -68,7 +68,7 @@ def test_the_package_has_no_import_circles():
 
 
 HOUSE = [  # issue 60: the trainer and RACE, one job per module, in the order they may import one another (never back up)
-    ["race_nb.config", "race_nb.gpus", "race_nb.ledger", "race_nb.flops", "race_nb.memory", "race_nb.roofline"],
+    ["race_nb.config", "race_nb.gpus", "race_nb.ledger", "race_nb.flops", "race_nb.flop_check", "race_nb.memory", "race_nb.roofline"],
     ["race_nb.render", "race_nb.report", "race_nb.site"],
     # issue 68: a cell's walk, one room per step: the grid's environment (edge) and resume records, the trainer's parts, the
     # contract's join, the drop-in trainer, the cell's trainer (build), evaluation, the cell's life, the grid that runs it
@@ -91,7 +91,7 @@ def test_the_house_imports_one_way():
     sizes = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in root.rglob("*.py") if p.stem != "_modidx"}  # by path: core.py and rewards/core.py apart
     assert {"core.py", "rewards/core.py"} <= set(sizes)
     assert max(sizes.values()) < 550, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
-    for light in ("race_nb.roofline", "race_nb.memory", "race_nb.race.contrast", "race_nb.ledger", "race_nb.reproduction", "race_nb.gpus", "race_nb.edge",
+    for light in ("race_nb.flops", "race_nb.flop_check", "race_nb.roofline", "race_nb.memory", "race_nb.race.contrast", "race_nb.ledger", "race_nb.reproduction", "race_nb.gpus", "race_nb.edge",
                   "race_nb.resume", "race_nb.cell"):  # torch-free modules import no torch at module level
         code = f"import sys, json, {light}; print(json.dumps(sorted(m for m in ('torch', 'trl', 'transformers', 'peft') if m in sys.modules)))"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from race_nb.flops import CHECKS, TINY_CHECK_CONFIGS, LoraSpec, ModelFlops, validate_flops
+from race_nb.flop_check import CHECKS, TINY_CHECK_CONFIGS, validate_flops
+from race_nb.flops import LoraSpec, ModelFlops
 from race_nb.ledger import FlopsLedger
 
 
