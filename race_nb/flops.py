@@ -494,11 +494,11 @@ def recompute(self: ModelFlops,
 def per_token_table(names=("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-math-prm-7b"), # configs
                     context: int = 2048, # key length seen by the token
                    ) -> pd.DataFrame:
-    "Forward FLOPs per token at `context` for each config, split into linear, attention and head."
+    "Forward FLOPs per token at `context` for each config, split into linear, attention and head, beside 2N (N: the non-embedding parameters a token runs; a mixture's routed experts only)."
     rows = []
     for n in names:
         m = ModelFlops.from_config(n)
         lin, att, head = m._linear_per_token(), 4. * m.layers * m.heads * m.head_dim * context, m._head_per_position()
         rows.append(dict(model=n, n_params=m.n_params, linear=lin, attention=att, head=head,
-                         total=lin + att + head, head_share=head / (lin + att + head), two_N=2. * m.n_params))
+                         total=lin + att + head, head_share=head / (lin + att + head), two_N=2. * m.read_params(1)))
     return pd.DataFrame(rows).set_index("model")
