@@ -109,8 +109,8 @@ def test_the_site_reads_and_navigates_in_chromium(site, tmp_path):
     assert by["chapters/09_report.html"]["images"], "the report chapter's figures"
     assert by["api.html"]["text"] > 5000
     api = (site / "api.html").read_text()
-    assert 'href="chapters/01a_flop_check.html#cell-id=' in api and "validate_flops" in api
-    flops = (site / "chapters" / "01a_flop_check.html").read_text()
-    cell = re.search(r'href="chapters/01a_flop_check.html#cell-id=(\w+)"', api).group(1)
+    assert 'href="chapters/01_flops.html#cell-id=' in api and "per_token_table" in api
+    flops = (site / "chapters" / "01_flops.html").read_text()
+    cell = re.search(r'href="chapters/01_flops.html#cell-id=(\w+)"', api).group(1)
     assert f'id="cell-id={cell}"' in flops  # the API's link lands on the defining cell
-    assert "#| export" not in flops and '<span class="nf">validate_flops</span>' in flops  # chapters show their code, without directives
+    assert "#| export" not in flops and '<span class="nf">per_token_table</span>' in flops  # chapters show their code, without directives
