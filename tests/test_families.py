@@ -65,3 +65,18 @@ def test_the_qwen3_grid_is_planned_from_public_configs():
     moe = ModelFlops.from_config("qwen3-30b-a3b")
     emb = 2 * moe.vocab * moe.hidden
     assert moe.n_params + emb == pytest.approx(30.5e9, rel=0.01) and moe.read_params(1) + emb == pytest.approx(3.3e9, rel=0.02)
+
+
+@pytest.mark.parametrize("policy,targets", [("qwen3", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+                                            ("qwen3-moe", ("q_proj", "k_proj", "v_proj", "o_proj"))])
+def test_a_grid_cell_builds_its_adapter_for_the_family(data_dir, tmp_path, policy, targets):
+    """A grid cell on a toy of another family: race_nb's adapter on every linear layer of a dense decoder, on a mixture's
+    attention; the trainer's FLOPs model and the plan's agree."""
+    from race_nb.arm_flops import policy_flops
+    from race_nb.build import build_trainer
+    from race_nb.config import CellConfig
+    from helpers import TOY
+    cfg = CellConfig(**{**TOY, "model": f"toy:{policy}", "model_path": None}, budget=1e12)
+    tr = build_trainer(cfg, tmp_path)
+    assert tr.policy_flops.lora.target_modules == targets
+    assert tr.policy_flops == policy_flops(cfg.model, lora_r=cfg.lora_r, path=cfg.model_path)
