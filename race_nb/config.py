@@ -14,8 +14,9 @@ from .core import check_positive, check_choice, shipped_path
 # %% auto #0
 __all__ = ['ARMS', 'DEFAULT_ARM', 'REWARD_SYSTEMS', 'REWARD_KINDS', 'TRAINING_REWARDS', 'MODEL_REWARDS', 'RULE_REWARDS',
            'REWARD_TASKS', 'TARGETS', 'ON_NO_SIGNAL', 'NO_SIGNAL_STEPS', 'NO_SIGNAL_SHARE', 'OOM_RETRIES', 'TRACKERS',
-           'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'PREFILL_TOKENS', 'COMPACT_SHARE', 'Arm', 'load_arms',
-           'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry', 'CellConfig']
+           'TARGET_LABELS', 'MODELS', 'TINY_POLICIES', 'PREFILL_TOKENS', 'FAST_MODEL_TYPES', 'COMPACT_SHARE', 'Arm',
+           'load_arms', 'reward_kind', 'check_reward_tasks', 'ModelEntry', 'is_checkpoint_ref', 'model_entry',
+           'CellConfig']
 
 # %% ../nbs/00a_config.ipynb #863bd2a4
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ class CellConfig:
 
 # %% ../nbs/00a_config.ipynb #ab7262fc
 PREFILL_TOKENS = 8192 # race_nb.fastgen prefills a generation call in chunks of rows of at most this many padded prompt tokens (its scores and MLP stay one chunk's)
+FAST_MODEL_TYPES = ("qwen2", "qwen3", "llama") # the decoder layers race_nb.fastgen writes (Qwen3: with its per-head q/k RMSNorm); other families generate through trl
 COMPACT_SHARE = 0.875 # at a host sync, fast generation drops finished rows when the unfinished are at most this share of the batch's rows
 
 # %% ../nbs/00a_config.ipynb #ee34c8ed

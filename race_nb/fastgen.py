@@ -10,14 +10,13 @@ import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
 from torch._subclasses.fake_tensor import is_fake
-from .config import COMPACT_SHARE, PREFILL_TOKENS
+from .config import COMPACT_SHARE, FAST_MODEL_TYPES, PREFILL_TOKENS
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'FAST_DTYPES', 'FAST_MODEL_TYPES', 'MERGE_LOSS_LIMIT', 'fast_unsupported', 'FastDecoder', 'cuda_capture',
-           'eager_capture', 'StepGraphs', 'dispatch_mode_active', 'fast_generate', 'chunked_with_retry', 'GenCall',
-           'rollouts']
+__all__ = ['log', 'FAST_DTYPES', 'MERGE_LOSS_LIMIT', 'fast_unsupported', 'FastDecoder', 'cuda_capture', 'eager_capture',
+           'StepGraphs', 'dispatch_mode_active', 'fast_generate', 'chunked_with_retry', 'GenCall', 'rollouts']
 
 # %% ../nbs/03a_fastgen.ipynb #d271c52a
 def _lora_parts(mod) -> tuple:
@@ -39,7 +38,6 @@ def _decoder_of(model):
 
 # %% ../nbs/03a_fastgen.ipynb #28e490ca
 FAST_DTYPES = (torch.float32, torch.bfloat16) # base-weight dtypes fast generation runs
-FAST_MODEL_TYPES = ("qwen2", "qwen3", "llama") # the decoder layers `FastDecoder` writes (Qwen3: with its per-head q/k RMSNorm)
 
 def fast_unsupported(model, **gen) -> str | None:
     "Why `fast_generate` cannot reproduce 🤗 `generate` for `model` with sampling settings `gen` (None when it can)."

@@ -5,16 +5,16 @@
 # %% ../nbs/04c_memory.ipynb #26084be3
 from __future__ import annotations
 import contextlib
-from .config import COMPACT_SHARE, MODEL_REWARDS, PREFILL_TOKENS, CellConfig
+from .config import COMPACT_SHARE, FAST_MODEL_TYPES, MODEL_REWARDS, PREFILL_TOKENS, CellConfig
 from .flops import ModelFlops
 from .arm_flops import cell_arm, policy_flops, reward_model_flops
 
 # %% auto #0
 __all__ = ['GiB', 'BF16', 'FP32', 'LORA_STATE', 'WORKSPACE', 'FIT_SHARE', 'GPU_MEMORY', 'MEMORY_PROMPT_LEN', 'PRM_BATCH_TOKENS',
            'EVAL_BATCH', 'UPDATE_LAYER', 'UPDATE_OUTSIDE', 'FORWARD_LAYER', 'FASTGEN_MLP', 'FASTGEN_ATT',
-           'FASTGEN_SAMPLE', 'weight_bytes', 'merged_copy_bytes', 'kv_bytes', 'fastgen_bytes', 'forward_bytes',
-           'update_bytes', 'cell_memory', 'memory_plan', 'generation_chunk', 'traced_peak', 'traced_generation_peak',
-           'planned_peak']
+           'FASTGEN_SAMPLE', 'weight_bytes', 'merged_copy_bytes', 'kv_bytes', 'fastgen_bytes', 'runs_fastgen',
+           'forward_bytes', 'update_bytes', 'cell_memory', 'memory_plan', 'generation_chunk', 'traced_peak',
+           'traced_generation_peak', 'planned_peak']
 
 # %% ../nbs/04c_memory.ipynb #5b1ecff2
 GiB = 2 ** 30
@@ -61,6 +61,10 @@ def fastgen_bytes(mf: ModelFlops, b: int, P: int, C: int, group: int | None = No
     decode = b * mf.vocab * FASTGEN_SAMPLE + int(COMPACT_SHARE * (b * own + (U * P if group else 0)) * kv / mf.layers)
     return cache + max(prefill, decode)
 
+def runs_fastgen(cfg: CellConfig, pol: ModelFlops) -> bool:
+    "Whether a cell's rollouts run race_nb.fastgen (its layout, compaction, shared prompts): asked for, without vLLM, on a family it writes (FAST_MODEL_TYPES) with no sliding window; else trl's generate."
+    return bool(cfg.fast_generation and not cfg.use_vllm and pol.family in FAST_MODEL_TYPES and not pol.windows)
+
 def forward_bytes(mf: ModelFlops | None) -> int:
     "Live intermediates per token at a no-grad forward's peak (one layer's MLP, peft's fp32 input copy)."
     return 0 if mf is None else FORWARD_LAYER[0] * mf.mlp_width + FORWARD_LAYER[1] * mf.hidden
@@ -92,8 +96,8 @@ def cell_memory(cfg: CellConfig, # the cell
     C, B = cfg.max_completion_length, cfg.prompts_per_step * arm.n
     b, u, kv = min(chunk or cfg.generation_chunk or B, B), B // cfg.micro_batches, kv_bytes(pol)
     resident = dict(policy_weights=weight_bytes(pol), lora_state=pol.n_lora_params * LORA_STATE, reward_weights=weight_bytes(rm), workspace=WORKSPACE,
-                    generation_copy=merged_copy_bytes(pol) if cfg.merge_generation and cfg.fast_generation and not cfg.use_vllm else 0)
-    fast = cfg.fast_generation and not cfg.use_vllm  # race_nb.fastgen's own layout; else trl's generate (a prefill through peft, then the cache)
+                    generation_copy=merged_copy_bytes(pol) if cfg.merge_generation and runs_fastgen(cfg, pol) else 0)
+    fast = runs_fastgen(cfg, pol)  # race_nb.fastgen's own layout; else trl's generate (a prefill through peft, then the cache)
     gen = fastgen_bytes(pol, b, P, C, arm.n if cfg.compact_generation else None) if fast else max(b * P * (kv + forward_bytes(pol)), b * (P + C) * kv + b * (P + C) * kv // pol.layers + 3 * b * pol.vocab * FP32)
     phases = dict(generation=gen,
                   update=update_bytes(pol, u * (P + C), cfg.gradient_checkpointing),

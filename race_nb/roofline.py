@@ -10,7 +10,7 @@ from .config import MODEL_REWARDS, CellConfig
 from .core import project_root
 from .flops import ModelFlops
 from .arm_flops import arm_flops, cell_arm, policy_flops, reward_model_flops
-from .memory import BF16, kv_bytes, memory_plan
+from .memory import BF16, kv_bytes, memory_plan, runs_fastgen
 from .gpus import gpu_spec
 
 # %% auto #0
@@ -120,7 +120,7 @@ def cell_roofline(cfg: CellConfig, # the cell
     C, B = cfg.max_completion_length, cfg.prompts_per_step * arm.n
     chunk = min(chunk or memory_plan(cfg, spec["memory"], P, arm)["chunk"], B)
     merged = bool(cfg.merge_generation and pol.lora)
-    fast = cfg.fast_generation and not cfg.use_vllm
+    fast = runs_fastgen(cfg, pol)
     compact = fast and cfg.compact_generation
     basis = "history" if lengths is not None else "prior"
     lengths = list(lengths) if lengths is not None else prior_lengths(B, C, arm.n)
