@@ -10,7 +10,7 @@ from .core import check_choice
 from .flops import LoraSpec, ModelFlops, adapter_targets, load_config
 
 # %% auto #0
-__all__ = ['CHECKS', 'TINY_CHECK_CONFIGS', 'flop_counter', 'count_flops', 'check_lora', 'validate_flops']
+__all__ = ['CHECKS', 'TINY_CHECK_CONFIGS', 'flop_counter', 'count_flops', 'validate_flops']
 
 # %% ../nbs/01a_flop_check.ipynb #76a9b377
 def _addmm_flop(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
@@ -45,10 +45,6 @@ def _tiny_model(config: dict, device: str, auto=None):
     cfg = AutoConfig.for_model(**c)
     torch.manual_seed(0)
     with torch.device(device): return (auto or AutoModelForCausalLM).from_config(cfg, attn_implementation="eager")
-
-def check_lora(config) -> LoraSpec:
-    "The adapter `validate_flops` trains by default: rank 8 on `adapter_targets(config)`."
-    return LoraSpec(8, adapter_targets(config))
 
 # %% ../nbs/01a_flop_check.ipynb #1aeb4d8f
 def _check_pair(check: str, c: dict, lora, ids, new_tokens: int, logits_to_keep: int, device: str) -> tuple[float, float]:
@@ -90,7 +86,7 @@ def _check_pair(check: str, c: dict, lora, ids, new_tokens: int, logits_to_keep:
 
 # %% ../nbs/01a_flop_check.ipynb #12f1bc87
 def validate_flops(config, # anything `load_config` reads
-                   lora=None, # LoRA spec for the "train_lora" checks (default: `check_lora(config)`)
+                   lora=None, # LoRA spec for the "train_lora" checks (default: rank 8 on `adapter_targets(config)`, race_nb's own targets)
                    batch: int = 2, # padded batch
                    seq_len: int = 12, # padded length for forward and training
                    new_tokens: int = 6, # tokens generated after a prompt of `seq_len`
@@ -101,7 +97,7 @@ def validate_flops(config, # anything `load_config` reads
     "Compare `ModelFlops` with FlopCounterMode (and its parameter count with the model's) on a real model built from `config`; one row per check."
     import torch
     c = load_config(config)
-    lora = LoraSpec.from_any(lora) or check_lora(c)
+    lora = LoraSpec.from_any(lora) or LoraSpec(8, adapter_targets(c))
     for check in checks: check_choice("check", check, CHECKS)
     moe = ModelFlops.from_config(c).experts is not None
     ids = torch.randint(3, int(c["vocab_size"]), (batch, seq_len), device=device)

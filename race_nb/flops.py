@@ -12,9 +12,8 @@ from fastcore.basics import patch
 from .core import check_positive, check_choice, shipped_path
 
 # %% auto #0
-__all__ = ['ATTN', 'MLP', 'LINEARS', 'FUSED', 'ALL_LINEARS', 'REQUIRED_FIELDS', 'FAMILIES', 'SUPPORTED_MODEL_TYPES',
-           'shipped_configs', 'load_config', 'Family', 'check_architecture', 'Experts', 'LoraSpec', 'ModelFlops',
-           'adapter_targets', 'per_token_table']
+__all__ = ['ATTN', 'MLP', 'LINEARS', 'FUSED', 'ALL_LINEARS', 'REQUIRED_FIELDS', 'FAMILIES', 'shipped_configs', 'load_config',
+           'Family', 'check_architecture', 'Experts', 'LoraSpec', 'ModelFlops', 'adapter_targets', 'per_token_table']
 
 # %% ../nbs/01_flops.ipynb #abfdfb4d
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -70,7 +69,6 @@ FAMILIES = {
     "olmo2": Family(qk_norm="all", post_norm=True, note="norms after attention and the MLP, not before"),
     "phi3": Family(fused=True, window="all", note="partial rotary embedding"),
 }
-SUPPORTED_MODEL_TYPES = tuple(FAMILIES) # decoders whose every matrix product the formulas below count
 
 def check_architecture(config: dict) -> dict:
     "Return `config` when the ledger can count its architecture; otherwise raise a `ValueError` naming what it cannot, and how to add it."
@@ -202,6 +200,7 @@ class ModelFlops:
         if missing: raise ValueError(f"model config is missing {', '.join(missing)} (needed to count FLOPs)")
         mt = c.get("model_type") or "qwen2"
         fam, H, L = FAMILIES[mt], int(c["num_attention_heads"]), int(c["num_hidden_layers"])
+        e = _experts(c, fam, L)
         hd = c.get("head_dim") or c["hidden_size"] // H
         arch = " ".join(c.get("architectures") or [])
         if head is None:
@@ -214,8 +213,7 @@ class ModelFlops:
                    tied=bool(c.get("tie_word_embeddings", False)), head=head,
                    num_labels=int(c.get("num_labels") or len(c.get("id2label") or {}) or 2),
                    attn_bias=bool(fam.qkv_bias or c.get("attention_bias")),
-                   lora=LoraSpec.from_any(lora, _family_linears(fam, _experts(c, fam, L) is not None)),
-                   family=mt, windows=_windows(c, fam, L), experts=_experts(c, fam, L))
+                   lora=LoraSpec.from_any(lora, _family_linears(fam, e is not None)), family=mt, windows=_windows(c, fam, L), experts=e)
 
 # %% ../nbs/01_flops.ipynb #23c2af87
 def _family_linears(fam: Family, moe: bool = False) -> tuple:
